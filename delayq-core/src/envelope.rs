@@ -1,0 +1,95 @@
+//! The envelope stored under each message id (see `scripts/prelude.lua` for the layout; the
+//! scripts write it, Rust only reads it).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A parsed envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Handler runs that counted, including the current one when claimed.
+    pub attempt: u32,
+    /// Claims ever made: the fence token of the current delivery.
+    pub deliveries: u64,
+    /// Per-message max_attempts, 0 for the listener's default.
+    pub max_attempts: u32,
+    /// When it was sent (ms since the epoch, Redis clock).
+    pub enqueued_ms: u64,
+    /// When it is or was due (ms since the epoch, Redis clock).
+    pub due_ms: u64,
+    /// The last handler error, or empty.
+    pub last_error: String,
+    /// Why it was dead-lettered, or empty.
+    pub dead_reason: String,
+    /// The payload bytes (JSON as sent).
+    pub payload: Vec<u8>,
+}
+
+impl Envelope {
+    /// Parses a stored envelope; the error says what is wrong.
+    pub fn parse(raw: &[u8]) -> Result<Self, String> {
+        let nl = raw
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or("no header line")?;
+        let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
+        let fields: Vec<&str> = header.split(' ').collect();
+        if fields.len() != 8 || fields[0] != "1" {
+            return Err(format!("unknown header {header:?}"));
+        }
+        let num = |i: usize| -> Result<u64, String> {
+            fields[i]
+                .parse::<u64>()
+                .map_err(|_| format!("header field {i} is not a number in {header:?}"))
+        };
+        let (err_len, reason_len) = (num(6)? as usize, num(7)? as usize);
+        let body = &raw[nl + 1..];
+        if err_len + reason_len > body.len() {
+            return Err("lengths in the header exceed the envelope".to_string());
+        }
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Ok(Envelope {
+            attempt: num(1)? as u32,
+            deliveries: num(2)?,
+            max_attempts: num(3)? as u32,
+            enqueued_ms: num(4)?,
+            due_ms: num(5)?,
+            last_error: text(&body[..err_len]),
+            dead_reason: text(&body[err_len..err_len + reason_len]),
+            payload: body[err_len + reason_len..].to_vec(),
+        })
+    }
+}
+
+/// Milliseconds since the epoch as a `SystemTime`.
+pub fn ms_to_time(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A `SystemTime` as milliseconds since the epoch (0 for times before it).
+pub fn time_to_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u64::MAX as u128) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_layout_the_scripts_write() {
+        let e = Envelope::parse(b"1 2 3 0 100 200 4 2\nboomRM{\"a\":1}").unwrap();
+        assert_eq!((e.attempt, e.deliveries, e.max_attempts), (2, 3, 0));
+        assert_eq!((e.enqueued_ms, e.due_ms), (100, 200));
+        assert_eq!(e.last_error, "boom");
+        assert_eq!(e.dead_reason, "RM");
+        assert_eq!(e.payload, b"{\"a\":1}");
+    }
+
+    #[test]
+    fn rejects_garbage_with_a_reason() {
+        assert!(Envelope::parse(b"{\"a\":1}").is_err());
+        assert!(Envelope::parse(b"2 0 0 0 0 0 0 0\n").is_err());
+        assert!(Envelope::parse(b"1 0 0 0 0 0 9 0\nab").is_err());
+        assert!(Envelope::parse(b"1 x 0 0 0 0 0 0\n").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! Typed errors. Each message says what went wrong and what to do next.
+
+/// Everything delayq can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Redis URL does not parse.
+    #[error("invalid Redis URL {url:?}: {reason}; expected redis://[user:password@]host:port[/db] or rediss:// for TLS")]
+    InvalidUrl {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Redis could not be reached.
+    #[error("cannot connect to Redis at {url}: {source}; is Redis running there? set DELAYQ_REDIS_URL to point delayq at it")]
+    Connect {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What the client reported.
+        source: redis::RedisError,
+    },
+    /// Redis refused the user name or password.
+    #[error("Redis at {url} rejected the credentials: {source}; check the user and password in DELAYQ_REDIS_URL (redis://user:password@host:port)")]
+    Auth {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What the server said.
+        source: redis::RedisError,
+    },
+    /// A Redis command failed (network, server error, ACL denial, ...).
+    #[error("Redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A key under the namespace holds a value of another type than delayq stores there.
+    #[error("key {key:?} holds a {found} where delayq keeps a {expected}; another program wrote it. Rename or delete that key, or use another DELAYQ_NAMESPACE")]
+    WrongType {
+        /// The key.
+        key: String,
+        /// The Redis type delayq expects.
+        expected: &'static str,
+        /// The Redis type found.
+        found: String,
+    },
+    /// A stored envelope does not parse.
+    #[error("the envelope of message {id:?} in {key:?} does not parse: {reason}")]
+    CorruptEnvelope {
+        /// The hash holding the envelope.
+        key: String,
+        /// The message id.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A topic name outside `[A-Za-z0-9._:-]{1,128}`.
+    #[error("invalid topic {topic:?}: {reason}; a topic is 1 to 128 characters from A-Z a-z 0-9 . _ : -")]
+    InvalidTopic {
+        /// The rejected name.
+        topic: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A namespace outside `[A-Za-z0-9._:-]{1,64}`.
+    #[error("invalid namespace {namespace:?}: a namespace is 1 to 64 characters from A-Z a-z 0-9 . _ : -")]
+    InvalidNamespace {
+        /// The rejected namespace.
+        namespace: String,
+    },
+    /// A message id that cannot be used.
+    #[error("invalid message id {id:?}: {reason}")]
+    InvalidId {
+        /// The rejected id.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The encoded payload is larger than the producer's limit. Nothing was written.
+    #[error("payload of {size} bytes is over the limit of {limit} bytes; nothing was sent. Send a reference (a key or URL) instead, or raise the limit with Producer::with_max_payload")]
+    PayloadTooLarge {
+        /// Encoded size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The payload could not be serialized to JSON.
+    #[error("cannot encode the payload as JSON: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A send option or runtime setting that cannot be used.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Two listeners in one binary handle the same topic.
+    #[error("two listeners handle topic {topic:?}: {first} and {second}; a topic has one listener per binary (raise `concurrency` instead)")]
+    DuplicateListener {
+        /// The topic.
+        topic: String,
+        /// One function.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// Redis answered with something delayq's scripts never return.
+    #[error("unexpected reply from Redis to {command}: {detail}")]
+    UnexpectedReply {
+        /// Which call.
+        command: &'static str,
+        /// What came back.
+        detail: String,
+    },
+}
+
+/// The result type of delayq calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why an `Ack` call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AckError {
+    /// This delivery no longer owns the message: its ack deadline passed and it was handed to
+    /// another delivery (or it was already settled). Nothing was changed.
+    #[error("stale delivery: the message was redelivered or settled after this delivery's ack deadline; nothing was changed")]
+    Stale,
+    /// Redis failed; the message stays claimed and is delivered again after its deadline.
+    #[error(transparent)]
+    Redis(#[from] Error),
+}
+
+impl From<redis::RedisError> for AckError {
+    fn from(e: redis::RedisError) -> Self {
+        AckError::Redis(Error::Redis(e))
+    }
+}
+
+/// Returns `url` with the password (if any) replaced by `***`, for error messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let hidden = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_string()
+            };
+            format!("{scheme}://{hidden}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn redacts_passwords_only() {
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://app:s3cret@h:1/2"),
+            "redis://app:***@h:1/2"
+        );
+        assert_eq!(redact_url("rediss://:s3cret@h:1"), "rediss://:***@h:1");
+        assert_eq!(redact_url("redis://token@h"), "redis://***@h");
+    }
+}

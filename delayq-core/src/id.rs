@@ -1,0 +1,90 @@
+//! Message ids.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+const MAX_ID_LEN: usize = 256;
+
+/// The id of a message: generated (a time-ordered UUIDv7 in 32 hex digits) or chosen by the
+/// user with [`SendOptions::id`](crate::SendOptions::id), used as given.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(String);
+
+impl MessageId {
+    /// A fresh, unique, time-ordered id.
+    pub fn generate() -> Self {
+        MessageId(uuid::Uuid::now_v7().simple().to_string())
+    }
+
+    /// A user-chosen id: 1 to 256 bytes, no control characters.
+    pub fn new(id: impl Into<String>) -> Result<Self, Error> {
+        let id = id.into();
+        let reason = if id.is_empty() {
+            "it is empty"
+        } else if id.len() > MAX_ID_LEN {
+            "it is longer than 256 bytes"
+        } else if id.chars().any(char::is_control) {
+            "it contains a control character"
+        } else {
+            return Ok(MessageId(id));
+        };
+        Err(Error::InvalidId {
+            id,
+            reason: reason.to_string(),
+        })
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// An id read back from Redis; it was validated when it was written.
+    pub(crate) fn from_stored(id: String) -> Self {
+        MessageId(id)
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for MessageId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        MessageId::new(s)
+    }
+}
+
+impl AsRef<str> for MessageId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_are_unique_and_ordered() {
+        let a = MessageId::generate();
+        let b = MessageId::generate();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a < b);
+    }
+
+    #[test]
+    fn user_ids_are_checked() {
+        assert_eq!("order-7".parse::<MessageId>().unwrap().as_str(), "order-7");
+        assert!("".parse::<MessageId>().is_err());
+        assert!("a\nb".parse::<MessageId>().is_err());
+        assert!("x".repeat(257).parse::<MessageId>().is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! The key layout. Every key of one topic carries the topic in braces, a Redis Cluster hash
+//! tag, so one script can touch all of them on a single shard.
+
+use crate::error::{Error, Result};
+
+/// The default namespace, overridden by `DELAYQ_NAMESPACE`.
+pub const DEFAULT_NAMESPACE: &str = "delayq";
+
+const MAX_TOPIC_LEN: usize = 128;
+const MAX_NAMESPACE_LEN: usize = 64;
+
+fn allowed(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
+}
+
+/// Checks a topic name: 1 to 128 characters from `[A-Za-z0-9._:-]`.
+pub fn validate_topic(topic: &str) -> Result<()> {
+    let reason = if topic.is_empty() {
+        "it is empty".to_string()
+    } else if topic.len() > MAX_TOPIC_LEN {
+        format!("it is {} characters long", topic.len())
+    } else if let Some(c) = topic.chars().find(|c| !allowed(*c)) {
+        format!("{c:?} is not allowed")
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidTopic {
+        topic: topic.to_string(),
+        reason,
+    })
+}
+
+/// Checks a namespace: 1 to 64 characters from `[A-Za-z0-9._:-]`.
+pub fn validate_namespace(namespace: &str) -> Result<()> {
+    if namespace.is_empty()
+        || namespace.len() > MAX_NAMESPACE_LEN
+        || !namespace.chars().all(allowed)
+    {
+        return Err(Error::InvalidNamespace {
+            namespace: namespace.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The Redis keys and the wake-up channel of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicKeys {
+    /// The topic name.
+    pub topic: String,
+    /// ZSET id → due time (ms).
+    pub delayed: String,
+    /// ZSET id → ack deadline (ms).
+    pub inflight: String,
+    /// HASH id → envelope.
+    pub msg: String,
+    /// ZSET id → time it died (ms).
+    pub dead: String,
+    /// Pub/sub channel on which scripts announce that a head moved earlier.
+    pub wake: String,
+}
+
+impl TopicKeys {
+    /// The keys of `topic` under `namespace`; both are validated.
+    pub fn new(namespace: &str, topic: &str) -> Result<Self> {
+        validate_namespace(namespace)?;
+        validate_topic(topic)?;
+        let key = |suffix: &str| format!("{namespace}:{{{topic}}}:{suffix}");
+        Ok(Self {
+            topic: topic.to_string(),
+            delayed: key("delayed"),
+            inflight: key("inflight"),
+            msg: key("msg"),
+            dead: key("dead"),
+            wake: key("wake"),
+        })
+    }
+
+    /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
+    pub fn typed(&self) -> [(&str, &'static str); 4] {
+        [
+            (&self.delayed, "zset"),
+            (&self.inflight, "zset"),
+            (&self.msg, "hash"),
+            (&self.dead, "zset"),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_topic_hash_tag() {
+        let k = TopicKeys::new("delayq", "order.timeout").unwrap();
+        assert_eq!(k.delayed, "delayq:{order.timeout}:delayed");
+        assert_eq!(k.msg, "delayq:{order.timeout}:msg");
+        assert_eq!(k.wake, "delayq:{order.timeout}:wake");
+    }
+
+    #[test]
+    fn topics_are_checked() {
+        for ok in ["a", "order.timeout", "A-Z_0:9", &"x".repeat(128)] {
+            assert!(validate_topic(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "has space", "br{ace}", "ü", &"x".repeat(129), "a/b"] {
+            let err = validate_topic(bad).unwrap_err().to_string();
+            assert!(err.contains("invalid topic"), "{bad}: {err}");
+        }
+        assert!(validate_namespace("my-app").is_ok());
+        assert!(validate_namespace("my{app}").is_err());
+    }
+}

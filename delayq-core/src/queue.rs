@@ -1,0 +1,296 @@
+//! The consumer side of one topic: claim, ack, extend, nack, release and requeue, each one
+//! script call. The runtime drives these; they hold no state and start no tasks.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{RedisError, Value};
+
+use crate::connect::explain;
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::id::MessageId;
+use crate::keys::TopicKeys;
+use crate::scripts::SCRIPTS;
+
+/// One claimed delivery: the message and the fence token its acks must present.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The message id.
+    pub id: MessageId,
+    /// The envelope, attempt already counting this delivery.
+    pub envelope: Envelope,
+}
+
+impl Claimed {
+    /// The fence token of this delivery.
+    pub fn token(&self) -> u64 {
+        self.envelope.deliveries
+    }
+}
+
+/// What one `claim_due` call found.
+#[derive(Debug, Default)]
+pub struct ClaimBatch {
+    /// Redis' clock when the claim ran (ms).
+    pub now_ms: u64,
+    /// When the earliest message still delayed is due (ms), if any.
+    pub next_due_ms: Option<u64>,
+    /// The claimed deliveries.
+    pub claimed: Vec<Claimed>,
+    /// Claimed ids that cannot be delivered, with the reason: an envelope that does not parse
+    /// (moved to the dead letters) or is missing (dropped).
+    pub undeliverable: Vec<(MessageId, String)>,
+}
+
+/// What `nack` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NackOutcome {
+    /// Back in `delayed`, due after the backoff.
+    Retry,
+    /// Moved to the dead letters.
+    Dead,
+    /// This delivery no longer owns the message; nothing changed.
+    Stale,
+}
+
+/// What `requeue_expired` did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequeueReport {
+    /// Expired deliveries moved back to `delayed`, due now.
+    pub requeued: usize,
+    /// Expired deliveries that had used max_attempts, moved to the dead letters.
+    pub dead: usize,
+    /// The earliest ack deadline still in flight (ms), if any.
+    pub next_deadline_ms: Option<u64>,
+    /// Redis' clock when it ran (ms).
+    pub now_ms: u64,
+}
+
+/// The consumer protocol of one topic.
+#[derive(Clone)]
+pub struct TopicQueue {
+    conn: ConnectionManager,
+    keys: TopicKeys,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+fn unexpected(command: &'static str, v: &impl std::fmt::Debug) -> Error {
+    Error::UnexpectedReply {
+        command,
+        detail: format!("{v:?}"),
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn optional_ms(v: i64) -> Option<u64> {
+    (v >= 0).then_some(v as u64)
+}
+
+impl TopicQueue {
+    /// The queue of the topic whose keys are `keys`, over `conn`.
+    pub fn new(conn: ConnectionManager, keys: TopicKeys) -> Self {
+        Self { conn, keys }
+    }
+
+    /// The topic's keys.
+    pub fn keys(&self) -> &TopicKeys {
+        &self.keys
+    }
+
+    async fn fail(&self, err: RedisError) -> Error {
+        explain(&mut self.conn.clone(), &self.keys, err).await
+    }
+
+    /// Moves up to `max` due messages to in-flight with an ack deadline `lease` from now.
+    pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
+        let k = &self.keys;
+        let reply: Vec<Value> = match SCRIPTS
+            .claim_due
+            .key(&k.delayed)
+            .key(&k.inflight)
+            .key(&k.msg)
+            .key(&k.dead)
+            .arg(&k.wake)
+            .arg(max.max(1))
+            .arg(ms(lease))
+            .invoke_async(&mut self.conn.clone())
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(e).await),
+        };
+        let mut it = reply.into_iter();
+        let (Some(now), Some(next)) = (it.next(), it.next()) else {
+            return Err(unexpected("claim_due", &"a short reply"));
+        };
+        let mut batch = ClaimBatch {
+            now_ms: int(&now).ok_or_else(|| unexpected("claim_due", &now))? as u64,
+            next_due_ms: optional_ms(int(&next).ok_or_else(|| unexpected("claim_due", &next))?),
+            ..ClaimBatch::default()
+        };
+        while let (Some(id), Some(env)) = (it.next(), it.next()) {
+            let id =
+                MessageId::from_stored(text(id).ok_or_else(|| unexpected("claim_due", &"id"))?);
+            match env {
+                Value::BulkString(raw) if raw == b"corrupt" || raw == b"orphan" => {
+                    let why = if raw == b"corrupt" {
+                        "its envelope does not parse; moved to the dead letters"
+                    } else {
+                        "its envelope is missing; dropped"
+                    };
+                    batch.undeliverable.push((id, why.to_string()));
+                }
+                Value::BulkString(raw) => match Envelope::parse(&raw) {
+                    Ok(envelope) => batch.claimed.push(Claimed { id, envelope }),
+                    Err(why) => batch.undeliverable.push((id, why)),
+                },
+                other => return Err(unexpected("claim_due", &other)),
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Acks deliveries; `true` for each that still owned its message (now deleted), `false`
+    /// for a stale one (left untouched).
+    pub async fn ack(&self, deliveries: &[(MessageId, u64)]) -> Result<Vec<bool>> {
+        let k = &self.keys;
+        let mut inv = SCRIPTS.ack.key(&k.inflight);
+        inv.key(&k.msg);
+        for (id, token) in deliveries {
+            inv.arg(id.as_str()).arg(*token);
+        }
+        match inv.invoke_async::<Vec<i64>>(&mut self.conn.clone()).await {
+            Ok(v) => Ok(v.into_iter().map(|x| x == 1).collect()),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    /// Pushes the ack deadline of deliveries to `lease` from now; `false` for a stale one.
+    pub async fn extend(
+        &self,
+        lease: Duration,
+        deliveries: &[(MessageId, u64)],
+    ) -> Result<Vec<bool>> {
+        let k = &self.keys;
+        let mut inv = SCRIPTS.extend.key(&k.inflight);
+        inv.key(&k.msg).arg(ms(lease));
+        for (id, token) in deliveries {
+            inv.arg(id.as_str()).arg(*token);
+        }
+        match inv.invoke_async::<Vec<i64>>(&mut self.conn.clone()).await {
+            Ok(v) => Ok(v.into_iter().map(|x| x == 1).collect()),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    /// Settles a failed delivery: back to `delayed` after `backoff`, or dead once it used
+    /// max_attempts (`default_max_attempts` unless the message set its own), or dead at once
+    /// when `dead_reason` is given. `error` is kept as the message's last error.
+    pub async fn nack(
+        &self,
+        id: &MessageId,
+        token: u64,
+        backoff: Duration,
+        error: &str,
+        default_max_attempts: u32,
+        dead_reason: Option<&str>,
+    ) -> Result<NackOutcome> {
+        let k = &self.keys;
+        let reply: String = match SCRIPTS
+            .nack
+            .key(&k.delayed)
+            .key(&k.inflight)
+            .key(&k.msg)
+            .key(&k.dead)
+            .arg(&k.wake)
+            .arg(id.as_str())
+            .arg(token)
+            .arg(ms(backoff))
+            .arg(error)
+            .arg(default_max_attempts)
+            .arg(dead_reason.unwrap_or(""))
+            .invoke_async(&mut self.conn.clone())
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(e).await),
+        };
+        match reply.as_str() {
+            "retry" => Ok(NackOutcome::Retry),
+            "dead" => Ok(NackOutcome::Dead),
+            "stale" => Ok(NackOutcome::Stale),
+            _ => Err(unexpected("nack", &reply)),
+        }
+    }
+
+    /// Hands claimed deliveries back to `delayed`, due now, without using up an attempt (for
+    /// a clean shutdown). Returns how many were handed back; stale ones are skipped.
+    pub async fn release(&self, deliveries: &[(MessageId, u64)]) -> Result<usize> {
+        if deliveries.is_empty() {
+            return Ok(0);
+        }
+        let k = &self.keys;
+        let mut inv = SCRIPTS.release.key(&k.delayed);
+        inv.key(&k.inflight).key(&k.msg).arg(&k.wake);
+        for (id, token) in deliveries {
+            inv.arg(id.as_str()).arg(*token);
+        }
+        match inv.invoke_async::<usize>(&mut self.conn.clone()).await {
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    /// Moves up to `max` deliveries whose ack deadline passed back to `delayed` (due now), or
+    /// to the dead letters when they used max_attempts.
+    pub async fn requeue_expired(
+        &self,
+        max: usize,
+        default_max_attempts: u32,
+    ) -> Result<RequeueReport> {
+        let k = &self.keys;
+        let reply: Vec<i64> = match SCRIPTS
+            .requeue_expired
+            .key(&k.delayed)
+            .key(&k.inflight)
+            .key(&k.msg)
+            .key(&k.dead)
+            .arg(&k.wake)
+            .arg(max.max(1))
+            .arg(default_max_attempts)
+            .invoke_async(&mut self.conn.clone())
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(e).await),
+        };
+        let [requeued, dead, next, now] = reply[..] else {
+            return Err(unexpected("requeue_expired", &reply));
+        };
+        Ok(RequeueReport {
+            requeued: requeued as usize,
+            dead: dead as usize,
+            next_deadline_ms: optional_ms(next),
+            now_ms: now as u64,
+        })
+    }
+}

@@ -1,0 +1,42 @@
+-- send.lua: new messages enter `delayed` (one call for one message or a whole batch).
+-- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
+-- ARGV[1] wake channel
+-- then 6 per message: id, mode, when_kind, when, max_attempts, payload
+--   mode: 'new'     keep an existing message with that id (-> duplicate)
+--         'replace' replace a pending (delayed or dead) one with that id
+--   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
+-- Returns one code per message: 'created', 'duplicate' or 'replaced'.
+local now = now_ms()
+local old_head = head_score(KEYS[1])
+local earliest = -1
+local out = {}
+for i = 2, #ARGV, 6 do
+  local id, mode, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local due = tonumber(ARGV[i + 3])
+  if kind == 'delay' then due = now + due end
+  local deliveries = 0
+  local outcome = 'created'
+  local existing = redis.call('HGET', KEYS[3], id)
+  if existing then
+    local m = decode(existing)
+    if m then deliveries = m.deliveries end
+    if redis.call('ZSCORE', KEYS[2], id) then
+      outcome = 'duplicate'
+    elseif redis.call('ZSCORE', KEYS[1], id) then
+      if mode == 'replace' then outcome = 'replaced' else outcome = 'duplicate' end
+    elseif redis.call('ZREM', KEYS[4], id) == 1 then
+      -- A dead message with this id is done with: the new send starts it afresh.
+      outcome = 'created'
+    end
+  end
+  if outcome ~= 'duplicate' then
+    local m = { attempt = 0, deliveries = deliveries, max = tonumber(ARGV[i + 4]), enq = now,
+      due = due, err = '', reason = '', payload = ARGV[i + 5] }
+    redis.call('HSET', KEYS[3], id, encode(m))
+    redis.call('ZADD', KEYS[1], due, id)
+    if earliest == -1 or due < earliest then earliest = due end
+  end
+  out[#out + 1] = outcome
+end
+if earliest ~= -1 and (old_head == -1 or earliest < old_head) then wake(ARGV[1], 'd') end
+return out
