@@ -182,8 +182,12 @@ impl RedisServer {
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
             return false;
         };
-        // LOADING replies are errors: the server is up but not ready.
-        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        // LOADING replies are errors: the server is up but not ready. NOAUTH means it is up
+        // and wants the password the test set.
+        match redis::cmd("PING").query::<String>(&mut conn) {
+            Ok(_) => true,
+            Err(e) => e.code() == Some("NOAUTH"),
+        }
     }
 
     fn log_tail(&self) -> String {

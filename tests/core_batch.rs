@@ -1,0 +1,71 @@
+//! `send_batch` costs one round trip, counted by the server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::producer;
+use delayq_dev::RedisServer;
+
+#[tokio::test]
+async fn a_batch_of_10000_is_one_script_call() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    // Load the script first, so the count is of the batch alone.
+    p.send("warm", &0, Duration::ZERO).await.unwrap();
+    server.reset_stats();
+
+    let items = (0..10_000).map(|i| {
+        (
+            serde_json::json!({ "n": i }),
+            Duration::from_millis(i % 5000),
+        )
+    });
+    let ids = p.send_batch("t", items).await.unwrap();
+    assert_eq!(ids.len(), 10_000);
+
+    // commandstats also counts the commands a script runs inside Redis; those are the ones
+    // send.lua calls. Anything else would be a command the client sent on its own.
+    let calls = server.command_calls();
+    let count = |name: &str| calls.get(name).copied().unwrap_or(0);
+    let inside_send_lua = [
+        "time", "zrange", "hget", "zscore", "zrem", "hset", "zadd", "publish",
+    ];
+    let sent_by_client: Vec<_> = calls
+        .iter()
+        .filter(|(n, _)| !inside_send_lua.contains(&n.as_str()) && *n != "config|resetstat")
+        .collect();
+    println!("send_batch(10_000): {sent_by_client:?} sent by the client; all: {calls:?}");
+    assert_eq!(
+        sent_by_client,
+        vec![(&"evalsha".to_string(), &1)],
+        "one script call, nothing else"
+    );
+    assert_eq!(
+        count("hset"),
+        10_000,
+        "one envelope written per message, inside the script"
+    );
+    assert_eq!(p.counts("t").await.unwrap().delayed, 10_000);
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 10_000);
+}
+
+#[tokio::test]
+async fn a_batch_after_a_script_flush_reloads_and_still_writes_once() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    p.send("warm", &0, Duration::ZERO).await.unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut server.connection())
+        .unwrap();
+    let ids = p
+        .send_batch("t", (0..25_000).map(|i| (i, Duration::ZERO)))
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 25_000);
+    assert_eq!(p.counts("t").await.unwrap().delayed, 25_000);
+}
