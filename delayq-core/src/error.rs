@@ -112,7 +112,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why an `Ack` call failed.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum AckError {
     /// This delivery no longer owns the message: its ack deadline passed and it was handed to
     /// another delivery (or it was already settled). Nothing was changed.

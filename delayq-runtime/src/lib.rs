@@ -1,1 +1,85 @@
-//! placeholder
+//! # delayq-runtime
+//!
+//! Runs `#[delay_listener]` handlers over Redis. One dependency gives you the macro, the
+//! producer and the runtime:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use delayq_runtime::{delay_listener, Ack, Message, Producer};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct OrderTimeout { order_id: u64 }
+//!
+//! // Auto ack: Ok acks; Err or a panic retries with backoff, then dead-letters.
+//! #[delay_listener(topic = "order.timeout")]
+//! async fn close_order(msg: OrderTimeout) -> Result<(), String> {
+//!     println!("closing order {}", msg.order_id);
+//!     Ok(())
+//! }
+//!
+//! // Manual ack: take an `Ack` as the second parameter.
+//! #[delay_listener(topic = "order.remind", concurrency = 8, ack_timeout = "30s")]
+//! async fn remind(msg: Message<OrderTimeout>, ack: Ack) {
+//!     println!("attempt {} of {}", msg.attempt(), msg.id());
+//!     ack.ack().await.expect("ack");
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), delayq_runtime::Error> {
+//!     let producer = Producer::connect_from_env().await?;
+//!     producer.send("order.timeout", &OrderTimeout { order_id: 7 }, Duration::from_secs(30)).await?;
+//!     delayq_runtime::start().await
+//! }
+//! ```
+//!
+//! Three pools run per topic: the **boss** sleeps until the next due time (woken over pub/sub
+//! when an earlier message arrives) and claims as many due messages as there are free worker
+//! slots; **workers** run handlers, renewing their lease; the **back** pool re-delivers claims
+//! whose ack deadline passed, scheduled by the earliest deadline.
+#![warn(missing_docs)]
+
+// Lets the code #[delay_listener] generates (`::delayq_runtime::...`) compile in this crate's
+// own tests too.
+extern crate self as delayq_runtime;
+
+mod ack;
+mod handler;
+mod health;
+mod message;
+mod registry;
+mod runtime;
+mod topic;
+mod wake;
+mod worker;
+
+pub use ack::Ack;
+pub use delayq_core::{
+    AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions, SendOutcome,
+    TopicCounts,
+};
+pub use delayq_macros::delay_listener;
+pub use handler::{Decode, Handler, ListenerReturn};
+pub use message::Message;
+pub use registry::{Backoff, ListenerOptions};
+pub use runtime::{start, Runtime, RuntimeBuilder, RuntimeHandle};
+
+/// Used by the code `#[delay_listener]` generates; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::handler::erase;
+    pub use crate::registry::{Backoff, ListenerOptions, ListenerRegistration};
+    pub use inventory;
+
+    /// Checks, on the parameter's span, that a listener's second parameter is `Ack`.
+    #[diagnostic::on_unimplemented(
+        message = "the second parameter of a #[delay_listener] must be `delayq_runtime::Ack`, not `{Self}`",
+        label = "expected `Ack` here",
+        note = "a second parameter makes the listener manual-ack; leave it out for auto ack"
+    )]
+    pub trait IsAck {}
+    impl IsAck for crate::Ack {}
+
+    /// Only well-formed when `T` is `Ack`.
+    pub struct AssertAck<T: IsAck>(T);
+}

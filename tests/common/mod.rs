@@ -64,3 +64,81 @@ pub fn state(server: &RedisServer, topic: &str, id: &MessageId) -> &'static str 
 pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
+
+/// What listeners saw, for tests to wait on and inspect.
+pub struct Seen<T> {
+    events: std::sync::Mutex<Vec<T>>,
+    changed: tokio::sync::Notify,
+}
+
+impl<T: Clone> Seen<T> {
+    pub const fn new() -> Self {
+        Seen {
+            events: std::sync::Mutex::new(Vec::new()),
+            changed: tokio::sync::Notify::const_new(),
+        }
+    }
+
+    pub fn push(&self, event: T) {
+        self.events.lock().unwrap().push(event);
+        self.changed.notify_waiters();
+    }
+
+    pub fn all(&self) -> Vec<T> {
+        self.events.lock().unwrap().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.lock().unwrap().len()
+    }
+
+    /// Waits until at least `n` events arrived; panics after `limit`.
+    pub async fn wait_for(&self, n: usize, limit: Duration) -> Vec<T> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            if self.len() >= n {
+                return self.all();
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("waited {limit:?} for {n} events, saw {}", self.len());
+            }
+        }
+    }
+}
+
+/// A runtime running only `topics` against `server`, with a short shutdown grace.
+pub async fn runtime(server: &RedisServer, topics: &[&str]) -> delayq_runtime::RuntimeHandle {
+    delayq_runtime::Runtime::builder()
+        .redis_url(server.url())
+        .topics(topics.iter().copied())
+        .shutdown_grace(Duration::from_secs(2))
+        .spawn()
+        .await
+        .expect("spawn the runtime")
+}
+
+/// Waits until `topic` has nothing delayed or in flight; panics after `limit`.
+pub async fn drained(p: &Producer, topic: &str, limit: Duration) -> delayq_core::TopicCounts {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let c = p.counts(topic).await.unwrap();
+        if c.delayed == 0 && c.inflight == 0 {
+            return c;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{topic} not drained after {limit:?}: {c:?}"
+        );
+        sleep_ms(20).await;
+    }
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}

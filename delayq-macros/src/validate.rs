@@ -1,0 +1,190 @@
+//! Checks the arguments and the function's shape; produces the typed listener description.
+
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, LitStr};
+
+use crate::attr::{attribute_span, ListenerArgs};
+
+/// A retry delay policy, in milliseconds.
+pub(crate) enum Backoff {
+    Exponential { base_ms: u64, max_ms: u64 },
+    Fixed { ms: u64 },
+}
+
+/// A validated listener.
+pub(crate) struct Listener {
+    pub topic: String,
+    pub concurrency: u32,
+    pub max_attempts: u32,
+    pub ack_timeout_ms: u64,
+    pub backoff: Backoff,
+    /// The type of the second parameter, when there is one (checked to be `Ack` by the compiler).
+    pub ack_type: Option<syn::Type>,
+}
+
+fn topic(lit: &LitStr) -> syn::Result<String> {
+    let topic = lit.value();
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if topic.is_empty() || topic.len() > 128 || !topic.chars().all(ok_char) {
+        return Err(syn::Error::new(
+            lit.span(),
+            "invalid topic: use 1 to 128 characters from A-Z a-z 0-9 . _ : -",
+        ));
+    }
+    Ok(topic)
+}
+
+/// Parses a humane duration: a whole number followed by `ms`, `s`, `m` or `h`.
+pub(crate) fn duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let factor = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(factor).filter(|ms| *ms > 0)
+}
+
+fn duration(lit: &LitStr, what: &str) -> syn::Result<u64> {
+    duration_ms(&lit.value()).ok_or_else(|| {
+        syn::Error::new(
+            lit.span(),
+            format!("malformed {what}: expected a positive whole number with a unit ms, s, m or h, like \"30s\" or \"500ms\""),
+        )
+    })
+}
+
+fn backoff(lit: &LitStr) -> syn::Result<Backoff> {
+    let text = lit.value();
+    let text = text.trim();
+    let bad = || {
+        syn::Error::new(
+            lit.span(),
+            "malformed backoff: expected \"exp(<base>, <max>)\" or \"fixed(<delay>)\", like \"exp(1s, 10m)\" or \"fixed(5s)\"",
+        )
+    };
+    if let Some(inner) = text.strip_prefix("exp(").and_then(|t| t.strip_suffix(')')) {
+        let (base, max) = inner.split_once(',').ok_or_else(bad)?;
+        let base_ms = duration_ms(base).ok_or_else(bad)?;
+        let max_ms = duration_ms(max).ok_or_else(bad)?;
+        if max_ms < base_ms {
+            return Err(syn::Error::new(
+                lit.span(),
+                "backoff: the cap must not be below the base",
+            ));
+        }
+        return Ok(Backoff::Exponential { base_ms, max_ms });
+    }
+    if let Some(inner) = text
+        .strip_prefix("fixed(")
+        .and_then(|t| t.strip_suffix(')'))
+    {
+        return Ok(Backoff::Fixed {
+            ms: duration_ms(inner).ok_or_else(bad)?,
+        });
+    }
+    Err(bad())
+}
+
+fn bounded(lit: &syn::LitInt, name: &str, max: u32) -> syn::Result<u32> {
+    match lit.base10_parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(syn::Error::new(
+            lit.span(),
+            format!("`{name}` must be between 1 and {max}"),
+        )),
+    }
+}
+
+pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Listener> {
+    let sig = &function.sig;
+    let topic_lit = args.topic.as_ref().ok_or_else(|| {
+        syn::Error::new(
+            attribute_span(),
+            "missing topic: write #[delay_listener(topic = \"order.timeout\")]",
+        )
+    })?;
+    let topic = topic(topic_lit)?;
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            "a #[delay_listener] function must be `async fn`",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            sig.generics.span(),
+            "a #[delay_listener] function cannot be generic",
+        ));
+    }
+    let mut types = Vec::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(r) => {
+                return Err(syn::Error::new(
+                    r.span(),
+                    "a #[delay_listener] must be a free function, not a method",
+                ))
+            }
+            FnArg::Typed(t) => types.push((*t.ty).clone()),
+        }
+    }
+    if types.is_empty() || types.len() > 2 {
+        let span = if types.is_empty() {
+            sig.ident.span()
+        } else {
+            sig.inputs.span()
+        };
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "a #[delay_listener] takes 1 or 2 parameters, not {}: the payload (`T` or `Message<T>`), then optionally `ack: Ack` for manual ack",
+                types.len()
+            ),
+        ));
+    }
+    Ok(Listener {
+        topic,
+        concurrency: match &args.concurrency {
+            Some(lit) => bounded(lit, "concurrency", 10_000)?,
+            None => 16,
+        },
+        max_attempts: match &args.max_attempts {
+            Some(lit) => bounded(lit, "max_attempts", 1_000_000)?,
+            None => 16,
+        },
+        ack_timeout_ms: match &args.ack_timeout {
+            Some(lit) => duration(lit, "ack_timeout")?,
+            None => 30_000,
+        },
+        backoff: match &args.backoff {
+            Some(lit) => backoff(lit)?,
+            None => Backoff::Exponential {
+                base_ms: 1_000,
+                max_ms: 600_000,
+            },
+        },
+        ack_type: types.get(1).cloned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_ms;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_ms("30s"), Some(30_000));
+        assert_eq!(duration_ms("500ms"), Some(500));
+        assert_eq!(duration_ms("10m"), Some(600_000));
+        assert_eq!(duration_ms(" 2h"), Some(7_200_000));
+        for bad in ["", "30", "s", "1.5s", "0s", "3d", "-1s"] {
+            assert_eq!(duration_ms(bad), None, "{bad}");
+        }
+    }
+}

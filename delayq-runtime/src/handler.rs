@@ -1,0 +1,162 @@
+//! The handler traits. As in axum, the compiler picks how to call a listener from its type:
+//! `Fn(P) -> Fut` is auto ack, `Fn(P, Ack) -> Fut` is manual ack, where `P` is a payload type
+//! `T: DeserializeOwned` or `Message<T>`, and `Fut` yields `()` or `Result<(), E: Display>`.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use delayq_core::{ms_to_time, Claimed};
+use serde::de::DeserializeOwned;
+
+use crate::ack::Ack;
+use crate::message::Message;
+
+/// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+
+/// What a delivery is decoded from.
+pub struct Delivery<'a> {
+    pub(crate) topic: &'a Arc<str>,
+    pub(crate) claimed: &'a Claimed,
+}
+
+/// A first parameter a listener can take. `M` only tells the impls apart.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the payload parameter of a #[delay_listener]",
+    note = "take a type that implements serde::Deserialize, or Message<T> of one"
+)]
+pub trait Decode<M>: Sized + Send + 'static {
+    /// Decodes the payload; the error text becomes the dead-letter reason.
+    fn decode(delivery: &Delivery<'_>) -> Result<Self, String>;
+}
+
+/// Marker: the parameter is the payload itself.
+pub enum ViaPayload {}
+/// Marker: the parameter is `Message<T>`.
+pub enum ViaMessage {}
+
+fn payload<T: DeserializeOwned>(delivery: &Delivery<'_>) -> Result<T, String> {
+    serde_json::from_slice(&delivery.claimed.envelope.payload).map_err(|e| {
+        format!(
+            "payload does not decode into {}: {e}",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
+impl<T: DeserializeOwned + Send + 'static> Decode<ViaPayload> for T {
+    fn decode(delivery: &Delivery<'_>) -> Result<Self, String> {
+        payload(delivery)
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage> for Message<T> {
+    fn decode(delivery: &Delivery<'_>) -> Result<Self, String> {
+        let envelope = &delivery.claimed.envelope;
+        Ok(Message {
+            id: delivery.claimed.id.clone(),
+            topic: delivery.topic.clone(),
+            attempt: envelope.attempt,
+            due_at: ms_to_time(envelope.due_ms),
+            enqueued_at: ms_to_time(envelope.enqueued_ms),
+            payload: payload(delivery)?,
+        })
+    }
+}
+
+/// What a listener may return: `()` or `Result<(), E>` with `E: Display`.
+#[diagnostic::on_unimplemented(
+    message = "a #[delay_listener] must return `()` or `Result<(), E>` with `E: Display`, not `{Self}`"
+)]
+pub trait ListenerReturn: Send + 'static {
+    /// `Err(text)` for a failure, kept as the message's last error.
+    fn into_result(self) -> Result<(), String>;
+}
+
+impl ListenerReturn for () {
+    fn into_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<E: Display + Send + 'static> ListenerReturn for Result<(), E> {
+    fn into_result(self) -> Result<(), String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// Marker for auto-ack handlers `Fn(P) -> Fut`.
+pub struct AutoAck<M, P>(PhantomData<fn() -> (M, P)>);
+/// Marker for manual-ack handlers `Fn(P, Ack) -> Fut`.
+pub struct ManualAck<M, P>(PhantomData<fn() -> (M, P)>);
+
+/// A function that can handle a topic's messages. Implemented for every accepted shape;
+/// `Args` is a marker the compiler infers.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a valid #[delay_listener] handler",
+    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize or Message<T>, and R is () or Result<(), E: Display>; its future must be Send"
+)]
+pub trait Handler<Args>: Send + Sync + 'static {
+    /// True when the handler acks by hand.
+    const MANUAL: bool;
+    /// Decodes the delivery and starts the handler; `Err` is a decode failure.
+    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String>;
+}
+
+impl<F, Fut, P, M> Handler<AutoAck<M, P>> for F
+where
+    F: Fn(P) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: ListenerReturn,
+    P: Decode<M>,
+{
+    const MANUAL: bool = false;
+
+    fn call(&self, delivery: &Delivery<'_>, _ack: Ack) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(delivery)?);
+        Ok(Box::pin(async move { fut.await.into_result() }))
+    }
+}
+
+impl<F, Fut, P, M> Handler<ManualAck<M, P>> for F
+where
+    F: Fn(P, Ack) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: ListenerReturn,
+    P: Decode<M>,
+{
+    const MANUAL: bool = true;
+
+    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(delivery)?, ack);
+        Ok(Box::pin(async move { fut.await.into_result() }))
+    }
+}
+
+/// A handler with its marker erased, as the runtime stores it.
+pub trait ErasedHandler: Send + Sync + 'static {
+    /// True when the handler acks by hand.
+    fn manual(&self) -> bool;
+    /// See [`Handler::call`].
+    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String>;
+}
+
+struct Erased<F, Args>(F, PhantomData<fn() -> Args>);
+
+impl<F: Handler<Args>, Args: 'static> ErasedHandler for Erased<F, Args> {
+    fn manual(&self) -> bool {
+        F::MANUAL
+    }
+
+    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String> {
+        self.0.call(delivery, ack)
+    }
+}
+
+/// Erases a handler's marker. Called by the code `#[delay_listener]` generates.
+pub fn erase<F: Handler<Args>, Args: 'static>(f: F) -> Arc<dyn ErasedHandler> {
+    Arc::new(Erased(f, PhantomData))
+}

@@ -1,0 +1,55 @@
+//! `Message<T>`: a payload with its delivery metadata.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use delayq_core::MessageId;
+
+/// A delivered message: the decoded payload and its metadata. Take it as a listener's first
+/// parameter instead of `T` when the handler needs the id, attempt or times.
+#[derive(Debug, Clone)]
+pub struct Message<T> {
+    pub(crate) id: MessageId,
+    pub(crate) topic: Arc<str>,
+    pub(crate) attempt: u32,
+    pub(crate) due_at: SystemTime,
+    pub(crate) enqueued_at: SystemTime,
+    pub(crate) payload: T,
+}
+
+impl<T> Message<T> {
+    /// The message id.
+    pub fn id(&self) -> &MessageId {
+        &self.id
+    }
+
+    /// The topic it was sent to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Which delivery this is: 1 on the first.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// When it was due (Redis' clock).
+    pub fn due_at(&self) -> SystemTime {
+        self.due_at
+    }
+
+    /// When it was sent (Redis' clock).
+    pub fn enqueued_at(&self) -> SystemTime {
+        self.enqueued_at
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &T {
+        &self.payload
+    }
+
+    /// The payload, by value.
+    pub fn into_payload(self) -> T {
+        self.payload
+    }
+}
