@@ -30,10 +30,17 @@ pub(crate) fn registration(listener: &Listener, function: &ItemFn) -> TokenStrea
             const _: fn(::delayq_runtime::__private::AssertAck<#ty>) = |_| {};
         }
     });
+    let return_check = listener.return_type.as_ref().map(|ty| {
+        quote_spanned! {ty.span()=>
+            const _: fn(::delayq_runtime::__private::AssertReturn<#ty>) = |_| {};
+        }
+    });
     quote! {
         #function
 
         #ack_check
+
+        #return_check
 
         ::delayq_runtime::__private::inventory::submit! {
             ::delayq_runtime::__private::ListenerRegistration {

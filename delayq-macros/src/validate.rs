@@ -20,6 +20,8 @@ pub(crate) struct Listener {
     pub backoff: Backoff,
     /// The type of the second parameter, when there is one (checked to be `Ack` by the compiler).
     pub ack_type: Option<syn::Type>,
+    /// The declared return type, when there is one (checked by the compiler).
+    pub return_type: Option<syn::Type>,
 }
 
 fn topic(lit: &LitStr) -> syn::Result<String> {
@@ -135,10 +137,9 @@ pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Lis
         }
     }
     if types.is_empty() || types.len() > 2 {
-        let span = if types.is_empty() {
-            sig.ident.span()
-        } else {
-            sig.inputs.span()
+        let span = match sig.inputs.iter().nth(2) {
+            Some(extra) => extra.span(),
+            None => sig.ident.span(),
         };
         return Err(syn::Error::new(
             span,
@@ -170,6 +171,10 @@ pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Lis
             },
         },
         ack_type: types.get(1).cloned(),
+        return_type: match &sig.output {
+            syn::ReturnType::Default => None,
+            syn::ReturnType::Type(_, ty) => Some((**ty).clone()),
+        },
     })
 }
 

@@ -82,4 +82,7 @@ pub mod __private {
 
     /// Only well-formed when `T` is `Ack`.
     pub struct AssertAck<T: IsAck>(T);
+
+    /// Only well-formed when `T` is a return type a listener may have.
+    pub struct AssertReturn<T: crate::ListenerReturn>(T);
 }

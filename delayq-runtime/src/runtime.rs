@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq_core::{
-    connect, namespace_from_env, redact_url, redis_url_from_env, Error, Result, TopicKeys,
-    TopicQueue,
+    connect, namespace_from_env, redact_url, redis_url_from_env, validate_namespace, Error, Result,
+    TopicKeys, TopicQueue,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -106,6 +106,7 @@ impl RuntimeBuilder {
         let listeners = self.selected()?;
         let url = self.redis_url.clone().unwrap_or_else(redis_url_from_env);
         let namespace = self.namespace.clone().unwrap_or_else(namespace_from_env);
+        validate_namespace(&namespace)?;
         let conn = connect(&url).await?;
         warn_without_persistence(conn.clone()).await;
         let client = redis::Client::open(url.as_str()).map_err(|e| Error::InvalidUrl {
