@@ -233,3 +233,24 @@ async fn a_running_handler_slower_than_ack_timeout_is_not_redelivered() {
     );
     rt.shutdown().await.unwrap();
 }
+
+static EARLY: Seen<u32> = Seen::new();
+
+#[delay_listener(topic = "right-after-spawn")]
+async fn early_handler(n: u32) {
+    EARLY.push(n);
+}
+
+#[tokio::test]
+async fn a_message_sent_right_after_spawn_wakes_the_boss() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = runtime(&server, &["right-after-spawn"]).await;
+    let sent = std::time::Instant::now();
+    p.send("right-after-spawn", &1, Duration::from_millis(300)).await.unwrap();
+    EARLY.wait_for(1, WAIT).await;
+    let took = sent.elapsed();
+    // The boss sleeps up to 300 s when idle; only a wake-up gets it here this soon.
+    assert!(took < Duration::from_secs(10), "handled after {took:?}");
+    rt.shutdown().await.unwrap();
+}

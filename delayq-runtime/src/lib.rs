@@ -55,8 +55,8 @@ mod worker;
 
 pub use ack::Ack;
 pub use delayq_core::{
-    AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions, SendOutcome,
-    TopicCounts,
+    redact_url, AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions,
+    SendOutcome, TopicCounts,
 };
 pub use delayq_macros::delay_listener;
 pub use handler::{Decode, Handler, ListenerReturn};

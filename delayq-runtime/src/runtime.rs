@@ -15,6 +15,7 @@ use crate::topic::TopicRuntime;
 use crate::wake::run_subscriber;
 
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
 
 /// Entry point for running listeners inside your own program (tests, embedding apps).
 /// [`crate::start`] is the one-line version for `main`.
@@ -127,10 +128,12 @@ impl RuntimeBuilder {
                 abort.clone(),
             ));
         }
+        let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = vec![tokio::spawn(run_subscriber(
             client,
             topics.clone(),
             stop.clone(),
+            subscribed,
         ))];
         for t in &topics {
             tasks.push(tokio::spawn(t.clone().run_boss()));
@@ -142,6 +145,11 @@ impl RuntimeBuilder {
                 manual_ack = t.handler.manual(),
                 "listening"
             );
+        }
+        // Wake-ups published before the subscription is in place would be missed (bosses would
+        // catch up only at their safety sleep), so return once it is.
+        if tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
+            tracing::warn!("the wake-up subscription is not in place yet; new messages are found at the next safety check until it is");
         }
         Ok(RuntimeHandle {
             topics,

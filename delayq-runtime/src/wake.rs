@@ -2,7 +2,7 @@
 //! earlier than the head of `delayed` ('d') or a claim lands in an empty `inflight` ('i'); one
 //! subscriber connection per runtime routes them to the sleeping boss or back pool. Idle
 //! listeners therefore issue no commands at all. After a (re)connect every topic is woken
-//! once, since announcements may have been missed while disconnected.
+//! once, since announcements may have been missed before the subscription.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +17,9 @@ pub(crate) async fn run_subscriber(
     client: redis::Client,
     topics: Vec<Arc<TopicRuntime>>,
     stop: CancellationToken,
+    subscribed: tokio::sync::oneshot::Sender<()>,
 ) {
+    let mut subscribed = Some(subscribed);
     let routes: HashMap<String, Arc<TopicRuntime>> = topics
         .iter()
         .map(|t| (t.queue.keys().wake.clone(), t.clone()))
@@ -25,7 +27,6 @@ pub(crate) async fn run_subscriber(
     let channels: Vec<String> = routes.keys().cloned().collect();
     let health = Health::new("wake-up subscriber".to_string());
     let mut retry = RetryDelay::new();
-    let mut first = true;
     while !stop.is_cancelled() {
         let connected = async {
             let mut pubsub = client.get_async_pubsub().await?;
@@ -37,13 +38,15 @@ pub(crate) async fn run_subscriber(
             Ok(mut pubsub) => {
                 health.ok();
                 retry.reset();
-                if !first {
-                    for t in &topics {
-                        t.wake_boss.notify_one();
-                        t.wake_back.notify_one();
-                    }
+                // Anything announced before this subscription (at start, or while
+                // disconnected) was missed: every topic looks once.
+                for t in &topics {
+                    t.wake_boss.notify_one();
+                    t.wake_back.notify_one();
                 }
-                first = false;
+                if let Some(ready) = subscribed.take() {
+                    let _ = ready.send(());
+                }
                 let mut messages = pubsub.on_message();
                 loop {
                     tokio::select! {
