@@ -247,7 +247,9 @@ async fn a_message_sent_right_after_spawn_wakes_the_boss() {
     let p = producer(&server).await;
     let rt = runtime(&server, &["right-after-spawn"]).await;
     let sent = std::time::Instant::now();
-    p.send("right-after-spawn", &1, Duration::from_millis(300)).await.unwrap();
+    p.send("right-after-spawn", &1, Duration::from_millis(300))
+        .await
+        .unwrap();
     EARLY.wait_for(1, WAIT).await;
     let took = sent.elapsed();
     // The boss sleeps up to 300 s when idle; only a wake-up gets it here this soon.
