@@ -1,0 +1,44 @@
+//! A consumer process for tests that need a real process: it runs `delayq_runtime::start()`
+//! (environment config, signal handling) with listeners that record what they handle.
+//!
+//! Listener `proc.work`: appends each handled payload (a number) as a line to the file named by
+//! `DELAYQ_TEST_LEDGER`, after sleeping `DELAYQ_TEST_HANDLER_MS` (default 0) milliseconds.
+
+use std::io::Write;
+use std::time::Duration;
+
+use delayq_runtime::delay_listener;
+
+fn handler_delay() -> Duration {
+    let ms = std::env::var("DELAYQ_TEST_HANDLER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Duration::from_millis(ms)
+}
+
+#[delay_listener(topic = "proc.work", concurrency = 32, ack_timeout = "5s")]
+async fn work(n: u64) -> Result<(), String> {
+    tokio::time::sleep(handler_delay()).await;
+    let path = std::env::var("DELAYQ_TEST_LEDGER").map_err(|_| "DELAYQ_TEST_LEDGER is not set")?;
+    let mut ledger = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("open {path}: {e}"))?;
+    writeln!(ledger, "{n}").map_err(|e| e.to_string())
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = delayq_runtime::start().await {
+        eprintln!("delayq-test-consumer: {e}");
+        std::process::exit(1);
+    }
+}
