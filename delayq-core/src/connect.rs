@@ -81,3 +81,16 @@ pub(crate) async fn explain(
     }
     Error::Redis(err)
 }
+
+/// Runs a script on the topic whose keys are `keys`; a failure is explained as above.
+pub(crate) async fn invoke<T: redis::FromRedisValue>(
+    conn: &ConnectionManager,
+    keys: &TopicKeys,
+    script: &redis::ScriptInvocation<'_>,
+) -> Result<T> {
+    let mut conn = conn.clone();
+    match script.invoke_async(&mut conn).await {
+        Ok(v) => Ok(v),
+        Err(e) => Err(explain(&mut conn, keys, e).await),
+    }
+}

@@ -8,7 +8,7 @@ use redis::aio::ConnectionManager;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
-use crate::connect::{connect, explain, namespace_from_env, redis_url_from_env};
+use crate::connect::{connect, explain, invoke, namespace_from_env, redis_url_from_env};
 use crate::dead::{self, DeadLetter};
 use crate::envelope::time_to_ms;
 use crate::error::{Error, Result};
@@ -285,10 +285,7 @@ impl Producer {
             .arg(when)
             .arg(max_attempts)
             .arg(payload);
-        let codes: Vec<String> = match inv.invoke_async(&mut self.conn.clone()).await {
-            Ok(v) => v,
-            Err(e) => return Err(explain(&mut self.conn.clone(), &keys, e).await),
-        };
+        let codes: Vec<String> = invoke(&self.conn, &keys, &inv).await?;
         match codes.first().map(String::as_str) {
             Some("created") => Ok(SendOutcome::Created(id)),
             Some("duplicate") => Ok(SendOutcome::Duplicate(id)),
@@ -355,10 +352,7 @@ impl Producer {
             .key(&keys.msg)
             .key(&keys.dead)
             .arg(id.as_str());
-        let reply: String = match inv.invoke_async(&mut self.conn.clone()).await {
-            Ok(v) => v,
-            Err(e) => return Err(explain(&mut self.conn.clone(), &keys, e).await),
-        };
+        let reply: String = invoke(&self.conn, &keys, &inv).await?;
         match reply.as_str() {
             "removed" => Ok(Cancelled::Removed),
             "inflight" => Ok(Cancelled::InFlight),
@@ -380,10 +374,8 @@ impl Producer {
             .arg(id.as_str())
             .arg(kind)
             .arg(when);
-        match inv.invoke_async::<i64>(&mut self.conn.clone()).await {
-            Ok(n) => Ok(n == 1),
-            Err(e) => Err(explain(&mut self.conn.clone(), &keys, e).await),
-        }
+        let n: i64 = invoke(&self.conn, &keys, &inv).await?;
+        Ok(n == 1)
     }
 
     /// How many messages of `topic` are delayed, in flight and dead.
@@ -393,16 +385,14 @@ impl Producer {
         pipe.zcard(&keys.delayed)
             .zcard(&keys.inflight)
             .zcard(&keys.dead);
-        match pipe
-            .query_async::<(usize, usize, usize)>(&mut self.conn.clone())
-            .await
-        {
+        let mut conn = self.conn.clone();
+        match pipe.query_async(&mut conn).await {
             Ok((delayed, inflight, dead)) => Ok(TopicCounts {
                 delayed,
                 inflight,
                 dead,
             }),
-            Err(e) => Err(explain(&mut self.conn.clone(), &keys, e).await),
+            Err(e) => Err(explain(&mut conn, &keys, e).await),
         }
     }
 
@@ -414,10 +404,8 @@ impl Producer {
         }
         let mut inv = SCRIPTS.dead_list.key(&keys.dead);
         inv.key(&keys.msg).arg(range.start).arg(range.end - 1);
-        match inv.invoke_async::<Vec<Value>>(&mut self.conn.clone()).await {
-            Ok(reply) => dead::parse_page(&keys, reply),
-            Err(e) => Err(explain(&mut self.conn.clone(), &keys, e).await),
-        }
+        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
+        dead::parse_page(&keys, reply)
     }
 
     async fn replay(
@@ -434,13 +422,7 @@ impl Producer {
             .arg(mode)
             .arg(what)
             .arg(skip);
-        match inv
-            .invoke_async::<(usize, usize)>(&mut self.conn.clone())
-            .await
-        {
-            Ok(v) => Ok(v),
-            Err(e) => Err(explain(&mut self.conn.clone(), &keys.clone(), e).await),
-        }
+        invoke(&self.conn, keys, &inv).await
     }
 
     /// Moves one dead letter back to due-now with a fresh attempt count; `false` when it is
@@ -473,10 +455,7 @@ impl Producer {
         loop {
             let mut inv = SCRIPTS.purge_dead.key(&keys.dead);
             inv.key(&keys.msg).arg(DEAD_CHUNK);
-            let n = match inv.invoke_async::<usize>(&mut self.conn.clone()).await {
-                Ok(n) => n,
-                Err(e) => return Err(explain(&mut self.conn.clone(), &keys, e).await),
-            };
+            let n = invoke::<usize>(&self.conn, &keys, &inv).await?;
             total += n;
             if n < DEAD_CHUNK {
                 return Ok(total);

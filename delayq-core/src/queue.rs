@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::{RedisError, Value};
+use redis::{FromRedisValue, ScriptInvocation, Value};
 
-use crate::connect::explain;
+use crate::connect::invoke;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -116,28 +116,26 @@ impl TopicQueue {
         &self.keys
     }
 
-    async fn fail(&self, err: RedisError) -> Error {
-        explain(&mut self.conn.clone(), &self.keys, err).await
+    async fn invoke<T: FromRedisValue>(&self, script: &ScriptInvocation<'_>) -> Result<T> {
+        invoke(&self.conn, &self.keys, script).await
     }
 
     /// Moves up to `max` due messages to in-flight with an ack deadline `lease` from now.
     pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
         let k = &self.keys;
-        let reply: Vec<Value> = match SCRIPTS
-            .claim_due
-            .key(&k.delayed)
-            .key(&k.inflight)
-            .key(&k.msg)
-            .key(&k.dead)
-            .arg(&k.wake)
-            .arg(max.max(1))
-            .arg(ms(lease))
-            .invoke_async(&mut self.conn.clone())
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let reply: Vec<Value> = self
+            .invoke(
+                SCRIPTS
+                    .claim_due
+                    .key(&k.delayed)
+                    .key(&k.inflight)
+                    .key(&k.msg)
+                    .key(&k.dead)
+                    .arg(&k.wake)
+                    .arg(max.max(1))
+                    .arg(ms(lease)),
+            )
+            .await?;
         let mut it = reply.into_iter();
         let (Some(now), Some(next)) = (it.next(), it.next()) else {
             return Err(unexpected("claim_due", &"a short reply"));
@@ -178,10 +176,8 @@ impl TopicQueue {
         for (id, token) in deliveries {
             inv.arg(id.as_str()).arg(*token);
         }
-        match inv.invoke_async::<Vec<i64>>(&mut self.conn.clone()).await {
-            Ok(v) => Ok(v.into_iter().map(|x| x == 1).collect()),
-            Err(e) => Err(self.fail(e).await),
-        }
+        let v: Vec<i64> = self.invoke(&inv).await?;
+        Ok(v.into_iter().map(|x| x == 1).collect())
     }
 
     /// Pushes the ack deadline of deliveries to `lease` from now; `false` for a stale one.
@@ -196,10 +192,8 @@ impl TopicQueue {
         for (id, token) in deliveries {
             inv.arg(id.as_str()).arg(*token);
         }
-        match inv.invoke_async::<Vec<i64>>(&mut self.conn.clone()).await {
-            Ok(v) => Ok(v.into_iter().map(|x| x == 1).collect()),
-            Err(e) => Err(self.fail(e).await),
-        }
+        let v: Vec<i64> = self.invoke(&inv).await?;
+        Ok(v.into_iter().map(|x| x == 1).collect())
     }
 
     /// Settles a failed delivery: back to `delayed` after `backoff`, or dead once it used
@@ -215,25 +209,23 @@ impl TopicQueue {
         dead_reason: Option<&str>,
     ) -> Result<NackOutcome> {
         let k = &self.keys;
-        let reply: String = match SCRIPTS
-            .nack
-            .key(&k.delayed)
-            .key(&k.inflight)
-            .key(&k.msg)
-            .key(&k.dead)
-            .arg(&k.wake)
-            .arg(id.as_str())
-            .arg(token)
-            .arg(ms(backoff))
-            .arg(error)
-            .arg(default_max_attempts)
-            .arg(dead_reason.unwrap_or(""))
-            .invoke_async(&mut self.conn.clone())
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let reply: String = self
+            .invoke(
+                SCRIPTS
+                    .nack
+                    .key(&k.delayed)
+                    .key(&k.inflight)
+                    .key(&k.msg)
+                    .key(&k.dead)
+                    .arg(&k.wake)
+                    .arg(id.as_str())
+                    .arg(token)
+                    .arg(ms(backoff))
+                    .arg(error)
+                    .arg(default_max_attempts)
+                    .arg(dead_reason.unwrap_or("")),
+            )
+            .await?;
         match reply.as_str() {
             "retry" => Ok(NackOutcome::Retry),
             "dead" => Ok(NackOutcome::Dead),
@@ -254,10 +246,8 @@ impl TopicQueue {
         for (id, token) in deliveries {
             inv.arg(id.as_str()).arg(*token);
         }
-        match inv.invoke_async::<usize>(&mut self.conn.clone()).await {
-            Ok(n) => Ok(n),
-            Err(e) => Err(self.fail(e).await),
-        }
+        let n: usize = self.invoke(&inv).await?;
+        Ok(n)
     }
 
     /// Moves up to `max` deliveries whose ack deadline passed back to `delayed` (due now), or
@@ -268,21 +258,19 @@ impl TopicQueue {
         default_max_attempts: u32,
     ) -> Result<RequeueReport> {
         let k = &self.keys;
-        let reply: Vec<i64> = match SCRIPTS
-            .requeue_expired
-            .key(&k.delayed)
-            .key(&k.inflight)
-            .key(&k.msg)
-            .key(&k.dead)
-            .arg(&k.wake)
-            .arg(max.max(1))
-            .arg(default_max_attempts)
-            .invoke_async(&mut self.conn.clone())
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let reply: Vec<i64> = self
+            .invoke(
+                SCRIPTS
+                    .requeue_expired
+                    .key(&k.delayed)
+                    .key(&k.inflight)
+                    .key(&k.msg)
+                    .key(&k.dead)
+                    .arg(&k.wake)
+                    .arg(max.max(1))
+                    .arg(default_max_attempts),
+            )
+            .await?;
         let [requeued, dead, next, now] = reply[..] else {
             return Err(unexpected("requeue_expired", &reply));
         };
