@@ -1,0 +1,437 @@
+//! Benchmarks. Starts its own redis-server (no persistence) on this machine, runs each
+//! workload 3 times, prints medians with min–max, and writes JSON.
+//!
+//!     cargo run --release --example bench -- all
+//!     cargo run --release --example bench -- w1 w4 --runs 5 --json bench-results/w1.json
+//!
+//! Workloads (payload ≈ 100-byte JSON): w1 keep-up, w1d drain, w2 idle, w3 memory,
+//! w4 precision, w5 drain with a backlog. See BENCHMARKS.md.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use delayq_dev::RedisServer;
+use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    order_id: u64,
+    customer: String,
+    note: String,
+}
+
+fn payload(i: u64) -> Payload {
+    Payload {
+        order_id: i,
+        customer: format!("customer-{:08}", i % 100_000),
+        note: "close the order if it is still unpaid".to_string(),
+    }
+}
+
+/// Handler starts: (lateness in µs against the due time, when).
+static STARTS: Mutex<Vec<(i64, Instant)>> = Mutex::new(Vec::new());
+
+fn record(due_at: SystemTime) {
+    let now = SystemTime::now();
+    let late = match now.duration_since(due_at) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    };
+    STARTS.lock().unwrap().push((late, Instant::now()));
+}
+
+#[delay_listener(topic = "bench.c50", concurrency = 50)]
+async fn bench_c50(msg: Message<Payload>) {
+    record(msg.due_at());
+}
+
+#[delay_listener(topic = "bench.c200", concurrency = 200)]
+async fn bench_c200(msg: Message<Payload>) {
+    record(msg.due_at());
+}
+
+macro_rules! idle_listeners {
+    ($($name:ident = $topic:literal),*) => {
+        $(#[delay_listener(topic = $topic)]
+        async fn $name(_: Payload) {})*
+        const IDLE_TOPICS: &[&str] = &[$($topic),*];
+    };
+}
+
+idle_listeners!(
+    idle0 = "bench.idle.0",
+    idle1 = "bench.idle.1",
+    idle2 = "bench.idle.2",
+    idle3 = "bench.idle.3",
+    idle4 = "bench.idle.4",
+    idle5 = "bench.idle.5",
+    idle6 = "bench.idle.6",
+    idle7 = "bench.idle.7",
+    idle8 = "bench.idle.8",
+    idle9 = "bench.idle.9"
+);
+
+type Metrics = BTreeMap<String, f64>;
+
+struct Bench {
+    server: RedisServer,
+    producer: Producer,
+}
+
+fn percentile(sorted: &[i64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize] as f64
+}
+
+fn info_field(server: &RedisServer, section: &str, field: &str) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.connection())
+        .expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+}
+
+impl Bench {
+    fn flush(&self) {
+        redis::cmd("FLUSHALL")
+            .query::<()>(&mut self.server.connection())
+            .expect("FLUSHALL");
+        STARTS.lock().unwrap().clear();
+    }
+
+    async fn runtime(&self, topics: &[&str]) -> RuntimeHandle {
+        Runtime::builder()
+            .redis_url(self.server.url())
+            .topics(topics.iter().copied())
+            .spawn()
+            .await
+            .expect("spawn the runtime")
+    }
+
+    async fn wait_handled(&self, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while STARTS.lock().unwrap().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} handled in {limit:?}",
+                STARTS.lock().unwrap().len()
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    async fn send_spread(&self, topic: &str, n: u64, spread_ms: u64, batch: usize) -> f64 {
+        let mut rng = fastrand::Rng::with_seed(n ^ spread_ms);
+        let started = Instant::now();
+        let mut sent = 0u64;
+        while sent < n {
+            let take = (n - sent).min(batch as u64);
+            let items: Vec<_> = (sent..sent + take)
+                .map(|i| {
+                    let delay = if spread_ms == 0 {
+                        0
+                    } else {
+                        rng.u64(0..=spread_ms)
+                    };
+                    (payload(i), Duration::from_millis(delay))
+                })
+                .collect();
+            self.producer
+                .send_batch(topic, items)
+                .await
+                .expect("send_batch");
+            sent += take;
+        }
+        n as f64 / started.elapsed().as_secs_f64()
+    }
+
+    /// W1: 50,000 messages due uniformly over 5 s, sent in batches of 1,000 while the
+    /// runtime runs.
+    async fn w1(&self, topic: &str) -> Metrics {
+        self.flush();
+        let rt = self.runtime(&[topic]).await;
+        let first_send = Instant::now();
+        let send_rate = self.send_spread(topic, 50_000, 5_000, 1_000).await;
+        self.wait_handled(50_000, Duration::from_secs(120)).await;
+        let starts = std::mem::take(&mut *STARTS.lock().unwrap());
+        rt.shutdown().await.expect("shutdown");
+        let last = starts.iter().map(|s| s.1).max().unwrap();
+        let mut late: Vec<i64> = starts.iter().map(|s| s.0).collect();
+        late.sort_unstable();
+        let mut m = Metrics::new();
+        m.insert("send_msgs_per_s".into(), send_rate);
+        m.insert("lateness_p50_ms".into(), percentile(&late, 0.5) / 1000.0);
+        m.insert("lateness_p90_ms".into(), percentile(&late, 0.9) / 1000.0);
+        m.insert("lateness_p99_ms".into(), percentile(&late, 0.99) / 1000.0);
+        m.insert(
+            "lateness_max_ms".into(),
+            *late.last().unwrap() as f64 / 1000.0,
+        );
+        // due_at has millisecond resolution: "early" means a start before the due millisecond.
+        m.insert(
+            "early".into(),
+            late.iter().filter(|l| **l < -1000).count() as f64,
+        );
+        m.insert(
+            "end_to_end_msgs_per_s".into(),
+            50_000.0 / last.duration_since(first_send).as_secs_f64(),
+        );
+        m
+    }
+
+    /// W1D (and W5 with a backlog): 50,000 messages already due before the runtime starts.
+    async fn drain(&self, topic: &str, backlog: u64) -> Metrics {
+        self.flush();
+        if backlog > 0 {
+            let mut rng = fastrand::Rng::with_seed(backlog);
+            let mut sent = 0;
+            while sent < backlog {
+                let take = (backlog - sent).min(10_000);
+                let items: Vec<_> = (0..take)
+                    .map(|i| (payload(i), Duration::from_secs(3600 + rng.u64(0..86_400))))
+                    .collect();
+                self.producer
+                    .send_batch(topic, items)
+                    .await
+                    .expect("backlog");
+                sent += take;
+            }
+        }
+        self.send_spread(topic, 50_000, 0, 10_000).await;
+        let rt = self.runtime(&[topic]).await;
+        self.wait_handled(50_000, Duration::from_secs(300)).await;
+        let starts = std::mem::take(&mut *STARTS.lock().unwrap());
+        rt.shutdown().await.expect("shutdown");
+        let first = starts.iter().map(|s| s.1).min().unwrap();
+        let last = starts.iter().map(|s| s.1).max().unwrap();
+        let mut m = Metrics::new();
+        m.insert(
+            "drain_msgs_per_s".into(),
+            50_000.0 / last.duration_since(first).as_secs_f64(),
+        );
+        m
+    }
+
+    /// W2: 10 idle listeners for 20 s; commands per second the runtime causes.
+    async fn w2(&self) -> Metrics {
+        self.flush();
+        let rt = self.runtime(IDLE_TOPICS).await;
+        tokio::time::sleep(Duration::from_secs(1)).await; // start-up claims and sweeps
+        let before = info_field(&self.server, "stats", "total_commands_processed");
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let after = info_field(&self.server, "stats", "total_commands_processed");
+        rt.shutdown().await.expect("shutdown");
+        // The first INFO itself is counted in `after`.
+        let caused = after - before - 1.0;
+        let mut m = Metrics::new();
+        m.insert("commands_per_s".into(), caused / 20.0);
+        m
+    }
+
+    /// W3: Redis memory per pending message, 100,000 messages due in an hour.
+    async fn w3(&self) -> Metrics {
+        self.flush();
+        let before = info_field(&self.server, "memory", "used_memory");
+        let items = (0..100_000).map(|i| (payload(i), Duration::from_secs(3600)));
+        let items: Vec<_> = items.collect();
+        for chunk in items.chunks(10_000) {
+            let chunk: Vec<_> = chunk.iter().map(|(p, d)| (p, *d)).collect();
+            self.producer
+                .send_batch("bench.memory", chunk)
+                .await
+                .expect("send");
+        }
+        let after = info_field(&self.server, "memory", "used_memory");
+        let mut m = Metrics::new();
+        m.insert("bytes_per_message".into(), (after - before) / 100_000.0);
+        m.insert(
+            "payload_bytes".into(),
+            serde_json::to_vec(&payload(0)).unwrap().len() as f64,
+        );
+        m
+    }
+
+    /// W4: one message with a 1,000 ms delay on an idle runtime, 20 times.
+    async fn w4(&self) -> Metrics {
+        self.flush();
+        let rt = self.runtime(&["bench.c50"]).await;
+        for i in 0..20 {
+            self.producer
+                .send("bench.c50", &payload(i), Duration::from_millis(1000))
+                .await
+                .expect("send");
+            self.wait_handled(i as usize + 1, Duration::from_secs(10))
+                .await;
+        }
+        let starts = std::mem::take(&mut *STARTS.lock().unwrap());
+        rt.shutdown().await.expect("shutdown");
+        let mut late: Vec<i64> = starts.iter().map(|s| s.0).collect();
+        late.sort_unstable();
+        let mut m = Metrics::new();
+        m.insert("lateness_p50_ms".into(), percentile(&late, 0.5) / 1000.0);
+        m.insert(
+            "lateness_max_ms".into(),
+            *late.last().unwrap() as f64 / 1000.0,
+        );
+        m
+    }
+}
+
+fn summarize(runs: &[Metrics]) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for key in runs[0].keys() {
+        let mut v: Vec<f64> = runs.iter().map(|r| r[key]).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        out.insert(
+            key.clone(),
+            serde_json::json!({ "median": v[v.len() / 2], "min": v[0], "max": v[v.len() - 1], "runs": v }),
+        );
+    }
+    out
+}
+
+fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
+    println!("{name}");
+    for (metric, v) in summary {
+        println!(
+            "    {metric:<24} {:>12.2}   ({:.2} – {:.2})",
+            v["median"].as_f64().unwrap(),
+            v["min"].as_f64().unwrap(),
+            v["max"].as_f64().unwrap()
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut runs = 3;
+    let mut json_path = "bench-results/bench.json".to_string();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--runs" => {
+                runs = args
+                    .get(i + 1)
+                    .and_then(|v| v.parse().ok())
+                    .expect("--runs N");
+                args.drain(i..i + 2);
+            }
+            "--json" => {
+                json_path = args.get(i + 1).cloned().expect("--json PATH");
+                args.drain(i..i + 2);
+            }
+            _ => i += 1,
+        }
+    }
+    if args.is_empty() || args.iter().any(|a| a == "all") {
+        args = ["w1", "w1d", "w2", "w3", "w4", "w5"]
+            .map(String::from)
+            .to_vec();
+    }
+    let server = RedisServer::builder()
+        .config("maxmemory-policy", "noeviction")
+        .start();
+    let producer = Producer::connect(&server.url()).await.expect("connect");
+    let bench = Bench { server, producer };
+    let version: String = redis::cmd("INFO")
+        .arg("server")
+        .query::<String>(&mut bench.server.connection())
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:").map(str::to_string))
+        .unwrap_or_default();
+    println!(
+        "delayq bench: Redis {version}, {} cores, {runs} runs per workload; median (min – max)\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let mut report = BTreeMap::new();
+    for workload in &args {
+        let cases: Vec<(String, Vec<Metrics>)> = match workload.as_str() {
+            "w1" => {
+                let mut cases = Vec::new();
+                for topic in ["bench.c50", "bench.c200"] {
+                    let mut r = Vec::new();
+                    for _ in 0..runs {
+                        r.push(bench.w1(topic).await);
+                    }
+                    cases.push((
+                        format!("W1 keep-up, {}", topic.trim_start_matches("bench.")),
+                        r,
+                    ));
+                }
+                cases
+            }
+            "w1d" => {
+                let mut cases = Vec::new();
+                for topic in ["bench.c50", "bench.c200"] {
+                    let mut r = Vec::new();
+                    for _ in 0..runs {
+                        r.push(bench.drain(topic, 0).await);
+                    }
+                    cases.push((
+                        format!("W1D drain, {}", topic.trim_start_matches("bench.")),
+                        r,
+                    ));
+                }
+                cases
+            }
+            "w2" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.w2().await);
+                }
+                vec![("W2 idle, 10 listeners".to_string(), r)]
+            }
+            "w3" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.w3().await);
+                }
+                vec![("W3 memory, 100k pending".to_string(), r)]
+            }
+            "w4" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.w4().await);
+                }
+                vec![("W4 precision, 1 s delay x20".to_string(), r)]
+            }
+            "w5" => {
+                let mut cases = Vec::new();
+                for backlog in [10_000u64, 100_000, 1_000_000] {
+                    let mut r = Vec::new();
+                    for _ in 0..runs {
+                        r.push(bench.drain("bench.c200", backlog).await);
+                    }
+                    cases.push((format!("W5 drain c200, {backlog} pending far ahead"), r));
+                }
+                cases
+            }
+            other => panic!("unknown workload {other}; use w1 w1d w2 w3 w4 w5 or all"),
+        };
+        for (name, r) in cases {
+            let summary = summarize(&r);
+            print_row(&name, &summary);
+            report.insert(name, summary);
+        }
+    }
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let doc = serde_json::json!({ "redis_version": version, "runs": runs, "unix_time": stamp, "results": report });
+    if let Some(dir) = std::path::Path::new(&json_path).parent() {
+        std::fs::create_dir_all(dir).expect("create the JSON directory");
+    }
+    std::fs::write(&json_path, serde_json::to_string_pretty(&doc).unwrap()).expect("write JSON");
+    println!("\nJSON: {json_path}");
+}
