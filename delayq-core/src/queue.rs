@@ -34,6 +34,8 @@ impl Claimed {
 pub struct ClaimBatch {
     /// Redis' clock when the claim ran (ms).
     pub now_ms: u64,
+    /// The same instant in microseconds.
+    pub now_us: u64,
     /// When the earliest message still delayed is due (ms), if any.
     pub next_due_ms: Option<u64>,
     /// The claimed deliveries.
@@ -141,10 +143,11 @@ impl TopicQueue {
             return Err(unexpected("claim_due", &"a short reply"));
         };
         let mut batch = ClaimBatch {
-            now_ms: int(&now).ok_or_else(|| unexpected("claim_due", &now))? as u64,
+            now_us: int(&now).ok_or_else(|| unexpected("claim_due", &now))? as u64,
             next_due_ms: optional_ms(int(&next).ok_or_else(|| unexpected("claim_due", &next))?),
             ..ClaimBatch::default()
         };
+        batch.now_ms = batch.now_us / 1000;
         while let (Some(id), Some(env)) = (it.next(), it.next()) {
             let id =
                 MessageId::from_stored(text(id).ok_or_else(|| unexpected("claim_due", &"id"))?);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use delayq_core::{AckError, MessageId, NackOutcome, TopicQueue};
 
+use crate::acks::AckSender;
 use crate::registry::ListenerOptions;
 use crate::topic::TopicRuntime;
 
@@ -14,6 +15,7 @@ use crate::topic::TopicRuntime;
 pub(crate) struct DeliveryState {
     pub(crate) topic: Weak<TopicRuntime>,
     pub(crate) queue: TopicQueue,
+    acks: AckSender,
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
@@ -31,6 +33,7 @@ impl DeliveryState {
         Arc::new(DeliveryState {
             topic: Arc::downgrade(topic),
             queue: topic.queue.clone(),
+            acks: topic.acks.clone(),
             id,
             token,
             attempt,
@@ -52,8 +55,7 @@ impl DeliveryState {
     }
 
     pub(crate) async fn ack(&self) -> Result<(), AckError> {
-        let acked = self.queue.ack(&[(self.id.clone(), self.token)]).await?;
-        if acked.first() == Some(&true) {
+        if self.acks.ack(self.id.clone(), self.token).await? {
             self.mark_settled();
             Ok(())
         } else {

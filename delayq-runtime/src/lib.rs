@@ -44,6 +44,7 @@
 extern crate self as delayq_runtime;
 
 mod ack;
+mod acks;
 mod handler;
 mod health;
 mod message;

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use delayq_core::{MessageId, TopicQueue};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::ack::DeliveryState;
+use crate::acks::AckSender;
 use crate::handler::ErasedHandler;
 use crate::health::{Health, RetryDelay};
 use crate::registry::{ListenerOptions, ListenerRegistration};
@@ -33,6 +35,7 @@ pub(crate) struct TopicRuntime {
     pub(crate) options: ListenerOptions,
     pub(crate) handler: Arc<dyn ErasedHandler>,
     pub(crate) queue: TopicQueue,
+    pub(crate) acks: AckSender,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
     pub(crate) wake_back: Notify,
@@ -57,6 +60,7 @@ impl TopicRuntime {
             registration,
             options: registration.options,
             handler: (registration.handler)(),
+            acks: AckSender::spawn(queue.clone()),
             queue,
             slots: Arc::new(Semaphore::new(registration.options.concurrency as usize)),
             wake_boss: Notify::new(),
@@ -91,13 +95,17 @@ impl TopicRuntime {
             .collect()
     }
 
-    /// Sleeps for `d`, or until `notify` fires or the runtime stops claiming.
-    async fn pause(&self, d: Duration, notify: &Notify) {
+    /// Sleeps until `deadline`, or until `notify` fires or the runtime stops claiming.
+    async fn pause_until(&self, deadline: Instant, notify: &Notify) {
         tokio::select! {
-            _ = tokio::time::sleep(d) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
             _ = notify.notified() => {}
             _ = self.stop.cancelled() => {}
         }
+    }
+
+    async fn pause(&self, d: Duration, notify: &Notify) {
+        self.pause_until(Instant::now() + d, notify).await;
     }
 
     /// The boss: waits for a free slot, claims as many due messages as there are free slots,
@@ -121,7 +129,10 @@ impl TopicRuntime {
                 }
             }
             let asked = permits.len();
-            let batch = match self.queue.claim_due(asked, lease).await {
+            let sent = Instant::now();
+            let result = self.queue.claim_due(asked, lease).await;
+            let replied = Instant::now();
+            let batch = match result {
                 Ok(batch) => {
                     self.health.ok();
                     retry.reset();
@@ -153,12 +164,17 @@ impl TopicRuntime {
             if got == asked {
                 continue; // more may be due right now
             }
-            let wait = match batch.next_due_ms {
-                Some(due) => Duration::from_millis(due.saturating_sub(batch.now_ms).max(1)),
-                None => BOSS_SAFETY_SLEEP,
+            let deadline = match batch.next_due_ms {
+                // Redis ran the claim about half a round trip before the reply arrived.
+                Some(due) => {
+                    let remaining =
+                        Duration::from_micros((due * 1000).saturating_sub(batch.now_us));
+                    let since_claim = replied.duration_since(sent) / 2;
+                    replied + remaining.saturating_sub(since_claim).min(BOSS_SAFETY_SLEEP)
+                }
+                None => replied + BOSS_SAFETY_SLEEP,
             };
-            self.pause(wait.min(BOSS_SAFETY_SLEEP), &self.wake_boss)
-                .await;
+            self.pause_until(deadline, &self.wake_boss).await;
         }
     }
 

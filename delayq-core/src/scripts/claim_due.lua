@@ -1,13 +1,15 @@
 -- claim_due.lua: due messages move from `delayed` to `inflight` with an ack deadline.
 -- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
 -- ARGV[1] wake channel   ARGV[2] max count   ARGV[3] lease ms (deadline = now + lease)
--- Returns { now_ms, next_due_ms or -1, id1, envelope1, id2, envelope2, ... }; attempt and
+-- Returns { now_us, next_due_ms or -1, id1, envelope1, id2, envelope2, ... } (now in
+-- microseconds, so a boss can sleep to the due time precisely); attempt and
 -- deliveries in each returned envelope are already incremented. An id whose envelope is
 -- missing comes back with 'orphan' (dropped); one that does not parse with 'corrupt'
 -- (moved to the dead letters untouched).
-local now = now_ms()
+local now_micros = now_us()
+local now = math.floor(now_micros / 1000)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-local out = { now, -1 }
+local out = { now_micros, -1 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[3])

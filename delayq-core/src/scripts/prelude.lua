@@ -8,9 +8,13 @@
 -- max_attempts: 0 means "the listener's default"
 -- Times are milliseconds on the Redis server's clock.
 
-local function now_ms()
+local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
 end
 
 local function decode(raw)
