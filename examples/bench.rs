@@ -98,6 +98,25 @@ fn info_field(server: &RedisServer, section: &str, field: &str) -> f64 {
         .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
 }
 
+/// EVALSHA calls and the microseconds Redis spent in them (scripts' inner commands included).
+fn script_stats(server: &RedisServer) -> (f64, f64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .expect("INFO commandstats");
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap_or("");
+    let field = |name: &str| -> f64 {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    (field("calls="), field("usec="))
+}
+
 impl Bench {
     fn flush(&self) {
         redis::cmd("FLUSHALL")
@@ -205,17 +224,21 @@ impl Bench {
             }
         }
         self.send_spread(topic, 50_000, 0, 10_000).await;
+        self.server.reset_stats();
         let rt = self.runtime(&[topic]).await;
         self.wait_handled(50_000, Duration::from_secs(300)).await;
         let starts = std::mem::take(&mut *STARTS.lock().unwrap());
+        let (script_calls, script_usec) = script_stats(&self.server);
         rt.shutdown().await.expect("shutdown");
         let first = starts.iter().map(|s| s.1).min().unwrap();
         let last = starts.iter().map(|s| s.1).max().unwrap();
+        let wall = last.duration_since(first).as_secs_f64();
         let mut m = Metrics::new();
-        m.insert(
-            "drain_msgs_per_s".into(),
-            50_000.0 / last.duration_since(first).as_secs_f64(),
-        );
+        m.insert("drain_msgs_per_s".into(), 50_000.0 / wall);
+        // Where the time goes: script calls per message and Redis' own busy share.
+        m.insert("script_calls_per_msg".into(), script_calls / 50_000.0);
+        m.insert("redis_usec_per_msg".into(), script_usec / 50_000.0);
+        m.insert("redis_busy_share".into(), script_usec / 1e6 / wall);
         m
     }
 

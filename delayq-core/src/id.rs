@@ -7,15 +7,16 @@ use crate::error::Error;
 
 const MAX_ID_LEN: usize = 256;
 
-/// The id of a message: generated (a time-ordered UUIDv7 in 32 hex digits) or chosen by the
-/// user with [`SendOptions::id`](crate::SendOptions::id), used as given.
+/// The id of a message: generated (a ULID: 26 characters, time-ordered, 80 random bits) or
+/// chosen by the user with [`SendOptions::id`](crate::SendOptions::id), used as given.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(String);
 
 impl MessageId {
     /// A fresh, unique, time-ordered id.
     pub fn generate() -> Self {
-        MessageId(uuid::Uuid::now_v7().simple().to_string())
+        // 26 characters: the id is stored twice per message, so its length is memory.
+        MessageId(ulid::Ulid::generate().to_string())
     }
 
     /// A user-chosen id: 1 to 256 bytes, no control characters.
@@ -76,8 +77,10 @@ mod tests {
         let a = MessageId::generate();
         let b = MessageId::generate();
         assert_ne!(a, b);
-        assert_eq!(a.as_str().len(), 32);
-        assert!(a < b);
+        assert_eq!(a.as_str().len(), 26);
+        // Time-ordered across milliseconds (within one millisecond the order is random).
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(a < MessageId::generate() && b < MessageId::generate());
     }
 
     #[test]

@@ -2,15 +2,24 @@
 -- KEYS[1] inflight   KEYS[2] msg
 -- ARGV: pairs of id, delivery token
 -- Returns one integer per pair: 1 acked, 0 stale (that delivery no longer owns the message).
-local out = {}
+local ids, tokens = {}, {}
 for i = 1, #ARGV, 2 do
-  local id = ARGV[i]
-  if owned(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-    out[#out + 1] = 1
+  ids[#ids + 1] = ARGV[i]
+  tokens[#tokens + 1] = tonumber(ARGV[i + 1])
+end
+local deadlines = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+local raws = redis.call('HMGET', KEYS[2], unpack(ids))
+local out, done = {}, {}
+for i, id in ipairs(ids) do
+  if deadlines[i] and token_of(raws[i]) == tokens[i] then
+    done[#done + 1] = id
+    out[i] = 1
   else
-    out[#out + 1] = 0
+    out[i] = 0
   end
+end
+if #done > 0 then
+  redis.call('ZREM', KEYS[1], unpack(done))
+  redis.call('HDEL', KEYS[2], unpack(done))
 end
 return out

@@ -13,20 +13,22 @@ local out = { now_micros, -1 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[3])
-  for _, id in ipairs(ids) do
-    redis.call('ZREM', KEYS[1], id)
-    local raw = redis.call('HGET', KEYS[3], id)
-    local m = decode(raw)
-    if m then
-      m.attempt = m.attempt + 1
-      m.deliveries = m.deliveries + 1
-      local env = encode(m)
-      redis.call('HSET', KEYS[3], id, env)
-      redis.call('ZADD', KEYS[2], deadline, id)
+  -- ZRANGEBYSCORE from -inf returned ranks 0 .. #ids-1: remove exactly those in one call.
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)
+  local raws = redis.call('HMGET', KEYS[3], unpack(ids))
+  local scores, envelopes, corrupt = {}, {}, {}
+  for i, id in ipairs(ids) do
+    local env = bump(raws[i])
+    if env then
+      scores[#scores + 1] = deadline
+      scores[#scores + 1] = id
+      envelopes[#envelopes + 1] = id
+      envelopes[#envelopes + 1] = env
       out[#out + 1] = id
       out[#out + 1] = env
-    elseif raw then
-      redis.call('ZADD', KEYS[4], now, id)
+    elseif raws[i] then
+      corrupt[#corrupt + 1] = now
+      corrupt[#corrupt + 1] = id
       out[#out + 1] = id
       out[#out + 1] = 'corrupt'
     else
@@ -34,7 +36,12 @@ if #ids > 0 then
       out[#out + 1] = 'orphan'
     end
   end
-  if inflight_was_empty then wake(ARGV[1], 'i') end
+  if #scores > 0 then
+    redis.call('ZADD', KEYS[2], unpack(scores))
+    redis.call('HSET', KEYS[3], unpack(envelopes))
+  end
+  if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
+  if inflight_was_empty and #scores > 0 then wake(ARGV[1], 'i') end
 end
 out[2] = head_score(KEYS[1])
 return out

@@ -48,6 +48,22 @@ local function head_score(key)
   return -1
 end
 
+-- The delivery token (deliveries) of an envelope, read from its header alone; nil when the
+-- header does not parse.
+local function token_of(raw)
+  if type(raw) ~= 'string' then return nil end
+  return tonumber(string.match(raw, '^1 %d+ (%d+) '))
+end
+
+-- The envelope with attempt and deliveries one higher (a new claim), rewriting only the
+-- header; nil when the header does not parse.
+local function bump(raw)
+  if type(raw) ~= 'string' then return nil end
+  local a, d, rest, body = string.match(raw, '^1 (%d+) (%d+) (%d+ %d+ %d+ %d+ %d+\n)()')
+  if not a then return nil end
+  return string.format('1 %d %d ', a + 1, d + 1) .. rest .. string.sub(raw, body)
+end
+
 -- The envelope of `id` when the delivery holding `token` still owns it (it is in flight and no
 -- later claim happened), else nil.
 local function owned(inflight, msg, id, token)
