@@ -75,6 +75,16 @@ idle_listeners!(
 
 type Metrics = BTreeMap<String, f64>;
 
+/// W5: how long to wait between building the backlog and the drain (BENCH_SETTLE_MS, default
+/// 0), to tell Redis' incremental rehashing after a bulk insert from the steady state.
+fn settle() -> Duration {
+    let ms = std::env::var("BENCH_SETTLE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Duration::from_millis(ms)
+}
+
 struct Bench {
     server: RedisServer,
     producer: Producer,
@@ -222,6 +232,7 @@ impl Bench {
                     .expect("backlog");
                 sent += take;
             }
+            tokio::time::sleep(settle()).await;
         }
         self.send_spread(topic, 50_000, 0, 10_000).await;
         self.server.reset_stats();
