@@ -1,13 +1,14 @@
 //! A consumer process for tests that need a real process: it runs `delayq_runtime::start()`
 //! (environment config, signal handling) with listeners that record what they handle.
 //!
-//! Listener `proc.work`: appends each handled payload (a number) as a line to the file named by
+//! Each handled message appends the line `<payload> <attempt> <pid>` to the file named by
 //! `DELAYQ_TEST_LEDGER`, after sleeping `DELAYQ_TEST_HANDLER_MS` (default 0) milliseconds.
+//! Listeners: `proc.work` (ack_timeout 5 s) and `proc.slow` (ack_timeout 1 s).
 
 use std::io::Write;
 use std::time::Duration;
 
-use delayq_runtime::delay_listener;
+use delayq_runtime::{delay_listener, Message};
 
 fn handler_delay() -> Duration {
     let ms = std::env::var("DELAYQ_TEST_HANDLER_MS")
@@ -17,8 +18,7 @@ fn handler_delay() -> Duration {
     Duration::from_millis(ms)
 }
 
-#[delay_listener(topic = "proc.work", concurrency = 32, ack_timeout = "5s")]
-async fn work(n: u64) -> Result<(), String> {
+async fn handle(msg: Message<u64>) -> Result<(), String> {
     tokio::time::sleep(handler_delay()).await;
     let path = std::env::var("DELAYQ_TEST_LEDGER").map_err(|_| "DELAYQ_TEST_LEDGER is not set")?;
     let mut ledger = std::fs::OpenOptions::new()
@@ -26,7 +26,24 @@ async fn work(n: u64) -> Result<(), String> {
         .append(true)
         .open(&path)
         .map_err(|e| format!("open {path}: {e}"))?;
-    writeln!(ledger, "{n}").map_err(|e| e.to_string())
+    let line = format!(
+        "{} {} {}\n",
+        msg.payload(),
+        msg.attempt(),
+        std::process::id()
+    );
+    // One write call per line: a process killed mid-way never leaves half a line.
+    ledger.write_all(line.as_bytes()).map_err(|e| e.to_string())
+}
+
+#[delay_listener(topic = "proc.work", concurrency = 32, ack_timeout = "5s")]
+async fn work(msg: Message<u64>) -> Result<(), String> {
+    handle(msg).await
+}
+
+#[delay_listener(topic = "proc.slow", concurrency = 4, ack_timeout = "1s")]
+async fn slow(msg: Message<u64>) -> Result<(), String> {
+    handle(msg).await
 }
 
 #[tokio::main]
