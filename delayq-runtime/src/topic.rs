@@ -152,7 +152,9 @@ impl TopicRuntime {
             let got = batch.claimed.len() + batch.undeliverable.len();
             for claimed in batch.claimed {
                 let permit = permits.pop().expect("one slot per claimed message");
-                let span = tracing::info_span!(
+                // WARN level, so the topic and id stay on the warnings a handler run can log
+                // even when a service filters out INFO.
+                let span = tracing::warn_span!(
                     "delayq.handle",
                     topic = %self.name,
                     id = %claimed.id,

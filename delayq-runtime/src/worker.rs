@@ -83,18 +83,23 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>, claimed: Claimed, permit: Owne
     let mut handler = tokio::spawn(future.in_current_span());
     let lease = topic.options.ack_timeout();
     let renew_every = (lease / 3).max(Duration::from_millis(10));
+    let mut lease_lost = false;
     let finished = loop {
         tokio::select! {
             result = &mut handler => break result,
-            _ = tokio::time::sleep(renew_every) => {
+            _ = tokio::time::sleep(renew_every), if !lease_lost => {
                 if state.is_settled() {
                     continue;
                 }
                 match state.extend(lease).await {
                     Ok(()) => topic.health.ok(),
-                    Err(AckError::Stale) => tracing::warn!(
-                        "lease lost while the handler runs: the message was delivered again elsewhere"
-                    ),
+                    Err(AckError::Stale) => {
+                        // Renewing again cannot win it back; say so once.
+                        lease_lost = true;
+                        tracing::warn!(
+                            "lease lost while the handler runs (this process was stalled past the ack deadline?): the message was delivered again; this run's outcome will be refused"
+                        );
+                    }
                     Err(AckError::Redis(e)) => topic.health.failed(&e),
                 }
             }

@@ -1,0 +1,129 @@
+//! Slow consumers: a handler slower than its ack timeout is not redelivered while its process
+//! lives; a process frozen past the deadline loses the message to another consumer, and its
+//! late ack is refused as stale without deleting the redelivered copy.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{drained, envelope, producer, sleep_ms, state};
+use delayq_dev::RedisServer;
+
+/// A consumer whose handlers take `handler_ms`; `proc.slow` has a 1 s ack timeout.
+fn consumer(server: &RedisServer, ledger: &std::path::Path, handler_ms: u64) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_delayq-test-consumer"))
+        .env("DELAYQ_REDIS_URL", server.url())
+        .env("DELAYQ_TEST_LEDGER", ledger)
+        .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start a consumer")
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+}
+
+fn stop(mut child: Child) {
+    signal(&child, libc::SIGCONT);
+    signal(&child, libc::SIGTERM);
+    child.wait().unwrap();
+}
+
+/// Ledger lines as (payload, attempt, pid).
+fn ledger_lines(path: &std::path::Path) -> Vec<(u64, u32, u32)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep_ms(20).await;
+    }
+}
+
+#[tokio::test]
+async fn a_live_handler_taking_3x_its_ack_timeout_is_not_redelivered() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let p = producer(&server).await;
+    let a = consumer(&server, &ledger, 3_000);
+    let b = consumer(&server, &ledger, 3_000);
+    p.send("proc.slow", &1u64, Duration::ZERO).await.unwrap();
+    drained(&p, "proc.slow", Duration::from_secs(20)).await;
+    sleep_ms(1_500).await;
+    let lines = ledger_lines(&ledger);
+    assert_eq!(lines.len(), 1, "handled more than once: {lines:?}");
+    assert_eq!(lines[0].1, 1, "first attempt");
+    stop(a);
+    stop(b);
+}
+
+#[tokio::test]
+async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let p = producer(&server).await;
+
+    let a = consumer(&server, &ledger, 3_000);
+    let id = p.send("proc.slow", &7u64, Duration::ZERO).await.unwrap();
+    wait_until(Duration::from_secs(10), "consumer A to claim", || {
+        state(&server, "proc.slow", &id) == "inflight"
+    })
+    .await;
+    signal(&a, libc::SIGSTOP);
+    let first = envelope(&server, "proc.slow", &id).unwrap();
+    assert_eq!(first.deliveries, 1);
+
+    // B handles slowly too, so the redelivered copy is still in flight when A thaws.
+    let b = consumer(&server, &ledger, 4_000);
+    wait_until(
+        Duration::from_secs(10),
+        "consumer B to claim the redelivery",
+        || envelope(&server, "proc.slow", &id).is_some_and(|e| e.deliveries == 2),
+    )
+    .await;
+    assert_eq!(envelope(&server, "proc.slow", &id).unwrap().attempt, 2);
+
+    signal(&a, libc::SIGCONT);
+    // A's handler finishes at once (its sleep ran out while frozen), writes the ledger, and
+    // its ack is refused.
+    wait_until(Duration::from_secs(10), "A's late handling", || {
+        ledger_lines(&ledger).iter().any(|l| l.2 == a.id())
+    })
+    .await;
+    sleep_ms(300).await;
+    assert_eq!(
+        state(&server, "proc.slow", &id),
+        "inflight",
+        "A's stale ack deleted B's copy"
+    );
+    assert_eq!(envelope(&server, "proc.slow", &id).unwrap().deliveries, 2);
+
+    drained(&p, "proc.slow", Duration::from_secs(20)).await;
+    let lines = ledger_lines(&ledger);
+    let by_a: Vec<_> = lines.iter().filter(|l| l.2 == a.id()).collect();
+    let by_b: Vec<_> = lines.iter().filter(|l| l.2 == b.id()).collect();
+    assert_eq!((by_a.len(), by_b.len()), (1, 1), "{lines:?}");
+    assert_eq!((by_a[0].1, by_b[0].1), (1, 2), "attempts");
+    assert_eq!(p.counts("proc.slow").await.unwrap().dead, 0);
+    stop(a);
+    stop(b);
+}
