@@ -38,5 +38,9 @@ for i = 2, #ARGV, 6 do
   end
   out[#out + 1] = outcome
 end
-if earliest ~= -1 and (old_head == -1 or earliest < old_head) then wake(ARGV[1], 'd') end
+-- Wake the bosses when this send moved the head earlier, or when the head is already due
+-- (then a boss may not know of it: a wake-up lost in a reconnect, or a foreign write).
+if earliest ~= -1 and (old_head == -1 or earliest < old_head or old_head <= now) then
+  wake(ARGV[1], 'd')
+end
 return out
