@@ -32,6 +32,18 @@ pub enum Persistence {
 pub struct RedisServerBuilder {
     persistence: Persistence,
     extra: Vec<String>,
+    tls: Option<TlsFiles>,
+}
+
+/// PEM files for a TLS-only test server.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The server certificate.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// The CA that signed it.
+    pub ca: PathBuf,
 }
 
 impl RedisServerBuilder {
@@ -45,6 +57,12 @@ impl RedisServerBuilder {
     pub fn config(mut self, name: &str, value: &str) -> Self {
         self.extra.push(format!("--{name}"));
         self.extra.push(value.to_string());
+        self
+    }
+
+    /// Serves TLS only (`rediss://`), with these files; clients need not present a certificate.
+    pub fn tls(mut self, files: TlsFiles) -> Self {
+        self.tls = Some(files);
         self
     }
 
@@ -93,14 +111,22 @@ impl RedisServer {
         RedisServerBuilder {
             persistence: Persistence::None,
             extra: Vec::new(),
+            tls: None,
         }
     }
 
     fn args(&self) -> Vec<String> {
         let dir = self.dir.path().display().to_string();
+        let port = self.port.to_string();
+        let (plain_port, tls_port) = match self.options.tls {
+            Some(_) => ("0", port.as_str()),
+            None => (port.as_str(), "0"),
+        };
         let mut args: Vec<String> = [
             "--port",
-            &self.port.to_string(),
+            plain_port,
+            "--tls-port",
+            tls_port,
             "--bind",
             "127.0.0.1",
             "--save",
@@ -121,6 +147,17 @@ impl RedisServer {
             Persistence::AofEverySec => vec!["--appendonly", "yes", "--appendfsync", "everysec"],
         };
         args.extend(aof.into_iter().map(String::from));
+        if let Some(tls) = &self.options.tls {
+            for (name, path) in [
+                ("--tls-cert-file", &tls.cert),
+                ("--tls-key-file", &tls.key),
+                ("--tls-ca-cert-file", &tls.ca),
+            ] {
+                args.push(name.to_string());
+                args.push(path.display().to_string());
+            }
+            args.extend(["--tls-auth-clients".to_string(), "no".to_string()]);
+        }
         args.extend(self.options.extra.iter().cloned());
         args
     }
@@ -176,6 +213,11 @@ impl RedisServer {
     }
 
     fn ping(&self) -> bool {
+        if self.options.tls.is_some() {
+            // Redis listens only once it can serve; a TCP accept is enough here.
+            let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+            return std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
+        }
         let Ok(client) = redis::Client::open(self.url()) else {
             return false;
         };
@@ -196,9 +238,14 @@ impl RedisServer {
         lines[lines.len().saturating_sub(5)..].join(" | ")
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// `redis://127.0.0.1:<port>`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.options.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The port it listens on (kept across restarts).

@@ -1,5 +1,6 @@
 //! Connecting to Redis and turning its errors into ones that say what to do.
 
+use std::sync::Once;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -27,15 +28,47 @@ pub fn namespace_from_env() -> String {
         .unwrap_or_else(|| crate::keys::DEFAULT_NAMESPACE.to_string())
 }
 
+/// The variable naming a PEM file of certificate authorities to trust for `rediss://` URLs
+/// (without it, the system's trust store is used).
+pub const CA_FILE_VAR: &str = "DELAYQ_REDIS_CA_FILE";
+
+/// A client for `url`. For `rediss://` (TLS) it trusts the CAs in `DELAYQ_REDIS_CA_FILE`
+/// when that is set, else the system's trust store.
+pub fn open_client(url: &str) -> Result<redis::Client> {
+    static CRYPTO: Once = Once::new();
+    CRYPTO.call_once(|| {
+        // An application that installed its own rustls provider keeps it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let invalid = |e: redis::RedisError| Error::InvalidUrl {
+        url: redact_url(url),
+        reason: e.to_string(),
+    };
+    let ca_file = std::env::var_os(CA_FILE_VAR).filter(|v| !v.is_empty());
+    match ca_file {
+        Some(path) if url.starts_with("rediss://") => {
+            let pem = std::fs::read(&path).map_err(|e| {
+                Error::Config(format!(
+                    "cannot read {CA_FILE_VAR}={}: {e}",
+                    std::path::Path::new(&path).display()
+                ))
+            })?;
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(url, certs).map_err(invalid)
+        }
+        _ => redis::Client::open(url).map_err(invalid),
+    }
+}
+
 /// Opens a reconnecting, multiplexed connection. It fails at once, with an error that names
 /// the (redacted) URL, when Redis cannot be reached or refuses the credentials; later
 /// disconnects are repaired on the next command.
 pub async fn connect(url: &str) -> Result<ConnectionManager> {
     let shown = redact_url(url);
-    let client = redis::Client::open(url).map_err(|e| Error::InvalidUrl {
-        url: shown.clone(),
-        reason: e.to_string(),
-    })?;
+    let client = open_client(url)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(3)))
         // Big batches run as one script; give them time before calling the server gone.
@@ -47,6 +80,8 @@ pub async fn connect(url: &str) -> Result<ConnectionManager> {
         .map_err(|source| {
             if is_auth_error(&source) {
                 Error::Auth { url: shown, source }
+            } else if url.starts_with("rediss://") && source.to_string().contains("certificate") {
+                Error::Tls { url: shown, source }
             } else {
                 Error::Connect { url: shown, source }
             }

@@ -20,6 +20,14 @@ pub enum Error {
         /// What the client reported.
         source: redis::RedisError,
     },
+    /// The TLS handshake failed, typically because the server's certificate is not trusted.
+    #[error("TLS with Redis at {url} failed: {source}; if the server's certificate comes from a private CA, set DELAYQ_REDIS_CA_FILE to that CA's PEM file")]
+    Tls {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What the client reported.
+        source: redis::RedisError,
+    },
     /// Redis refused the user name or password.
     #[error("Redis at {url} rejected the credentials: {source}; check the user and password in DELAYQ_REDIS_URL (redis://user:password@host:port)")]
     Auth {

@@ -20,7 +20,9 @@ mod producer;
 mod queue;
 mod scripts;
 
-pub use connect::{connect, namespace_from_env, redis_url_from_env, DEFAULT_REDIS_URL};
+pub use connect::{
+    connect, namespace_from_env, open_client, redis_url_from_env, CA_FILE_VAR, DEFAULT_REDIS_URL,
+};
 pub use dead::DeadLetter;
 pub use envelope::{ms_to_time, time_to_ms, Envelope};
 pub use error::{redact_url, AckError, Error, Result};

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq_core::{
-    connect, namespace_from_env, redact_url, redis_url_from_env, validate_namespace, Error, Result,
-    TopicKeys, TopicQueue,
+    connect, namespace_from_env, open_client, redis_url_from_env, validate_namespace, Error,
+    Result, TopicKeys, TopicQueue,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -110,10 +110,7 @@ impl RuntimeBuilder {
         validate_namespace(&namespace)?;
         let conn = connect(&url).await?;
         warn_without_persistence(conn.clone()).await;
-        let client = redis::Client::open(url.as_str()).map_err(|e| Error::InvalidUrl {
-            url: redact_url(&url),
-            reason: e.to_string(),
-        })?;
+        let client = open_client(&url)?;
 
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
