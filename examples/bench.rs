@@ -52,15 +52,8 @@ async fn bench_c200(msg: Message<Payload>) {
     record(msg.due_at());
 }
 
-macro_rules! idle_listeners {
-    ($($name:ident = $topic:literal),*) => {
-        $(#[delay_listener(topic = $topic)]
-        async fn $name(_: Payload) {})*
-        const IDLE_TOPICS: &[&str] = &[$($topic),*];
-    };
-}
-
-idle_listeners!(
+delayq_dev::idle_listeners!(
+    IDLE_TOPICS:
     idle0 = "bench.idle.0",
     idle1 = "bench.idle.1",
     idle2 = "bench.idle.2",

@@ -392,6 +392,18 @@ pub fn redis_for_examples() -> (String, Option<RedisServer>) {
     (server.url(), Some(server))
 }
 
+/// Declares idle listeners (`async fn name(_: u32) {}`, one per topic) and a `const` slice of
+/// their topics, for the idle-cost test and benchmark:
+/// `delayq_dev::idle_listeners!(IDLE_TOPICS: a = "t.a", b = "t.b");`
+#[macro_export]
+macro_rules! idle_listeners {
+    ($topics:ident: $($name:ident = $topic:literal),* $(,)?) => {
+        $(#[::delayq_runtime::delay_listener(topic = $topic)]
+        async fn $name(_: u32) {})*
+        const $topics: &[&str] = &[$($topic),*];
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,27 +5,17 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{drained, producer, sleep_ms};
+use common::{consumer_process, drained, producer, signal, sleep_ms};
 use delayq_dev::RedisServer;
 
 const MESSAGES: u64 = 20_000;
 const CONSUMERS: usize = 4;
-
-fn consumer(server: &RedisServer, ledger: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_delayq-test-consumer"))
-        .env("DELAYQ_REDIS_URL", server.url())
-        .env("DELAYQ_TEST_LEDGER", ledger)
-        // 50 ms per message: 20,000 messages keep 4 × 32 slots busy through most of the
-        // chaos window, so kills land on claimed, half-handled messages.
-        .env("DELAYQ_TEST_HANDLER_MS", "50")
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start a consumer")
-}
+/// 50 ms per message: 20,000 messages keep 4 × 32 slots busy through most of the chaos
+/// window, so kills land on claimed, half-handled messages.
+const HANDLER_MS: u64 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_consumers_at_random_loses_no_message() {
@@ -34,7 +24,9 @@ async fn killing_consumers_at_random_loses_no_message() {
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
 
-    let mut consumers: Vec<Child> = (0..CONSUMERS).map(|_| consumer(&server, &ledger)).collect();
+    let mut consumers: Vec<Child> = (0..CONSUMERS)
+        .map(|_| consumer_process(&server, &ledger, HANDLER_MS))
+        .collect();
     let mut rng = fastrand::Rng::with_seed(7);
     let items: Vec<_> = (0..MESSAGES)
         .map(|n| (n, Duration::from_millis(rng.u64(0..3000))))
@@ -50,15 +42,14 @@ async fn killing_consumers_at_random_loses_no_message() {
         let victim = rng.usize(0..CONSUMERS);
         consumers[victim].kill().unwrap(); // SIGKILL
         consumers[victim].wait().unwrap();
-        consumers[victim] = consumer(&server, &ledger);
+        consumers[victim] = consumer_process(&server, &ledger, HANDLER_MS);
         kills += 1;
     }
 
     // Claims of killed consumers come back after their 5 s ack deadline.
     let counts = drained(&p, "proc.work", Duration::from_secs(60)).await;
     for mut c in consumers {
-        // SAFETY: kill(2) on a child this test spawned and has not reaped.
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        signal(&c, libc::SIGTERM);
         c.wait().unwrap();
     }
 

@@ -2,29 +2,11 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{drained, producer, sleep_ms};
+use common::{consumer_process, drained, producer, signal, sleep_ms};
 use delayq_dev::RedisServer;
-
-fn consumer(server: &RedisServer, ledger: &std::path::Path, handler_ms: u64) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_delayq-test-consumer"))
-        .env("DELAYQ_REDIS_URL", server.url())
-        .env("DELAYQ_TEST_LEDGER", ledger)
-        .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start the test consumer")
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
-    }
-}
 
 async fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
@@ -45,7 +27,7 @@ async fn running_handlers_finish_before_exit(sig: libc::c_int) {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
-    let mut child = consumer(&server, &ledger, 1500);
+    let mut child = consumer_process(&server, &ledger, 1500);
     p.send_batch("proc.work", (0..10u64).map(|n| (n, Duration::ZERO)))
         .await
         .unwrap();

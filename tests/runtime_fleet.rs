@@ -148,15 +148,8 @@ async fn the_runtime_recovers_when_redis_is_stopped_for_5s_and_restarted() {
 
 // --- idle cost --------------------------------------------------------------------------
 
-macro_rules! idle_listeners {
-    ($($name:ident = $topic:literal),*) => {
-        $(#[delay_listener(topic = $topic)]
-        async fn $name(_: u32) {})*
-        const IDLE_TOPICS: &[&str] = &[$($topic),*];
-    };
-}
-
-idle_listeners!(
+delayq_dev::idle_listeners!(
+    IDLE_TOPICS:
     idle0 = "idle.0",
     idle1 = "idle.1",
     idle2 = "idle.2",

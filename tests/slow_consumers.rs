@@ -1,31 +1,15 @@
 //! Slow consumers: a handler slower than its ack timeout is not redelivered while its process
 //! lives; a process frozen past the deadline loses the message to another consumer, and its
-//! late ack is refused as stale without deleting the redelivered copy.
+//! late ack is refused as stale without deleting the redelivered copy. The consumers'
+//! `proc.slow` listener has a 1 s ack timeout.
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{drained, envelope, producer, sleep_ms, state};
+use common::{consumer_process, drained, envelope, producer, signal, sleep_ms, state};
 use delayq_dev::RedisServer;
-
-/// A consumer whose handlers take `handler_ms`; `proc.slow` has a 1 s ack timeout.
-fn consumer(server: &RedisServer, ledger: &std::path::Path, handler_ms: u64) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_delayq-test-consumer"))
-        .env("DELAYQ_REDIS_URL", server.url())
-        .env("DELAYQ_TEST_LEDGER", ledger)
-        .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start a consumer")
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on a child this test spawned and has not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-}
 
 fn stop(mut child: Child) {
     signal(&child, libc::SIGCONT);
@@ -63,8 +47,8 @@ async fn a_live_handler_taking_3x_its_ack_timeout_is_not_redelivered() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
-    let a = consumer(&server, &ledger, 3_000);
-    let b = consumer(&server, &ledger, 3_000);
+    let a = consumer_process(&server, &ledger, 3_000);
+    let b = consumer_process(&server, &ledger, 3_000);
     p.send("proc.slow", &1u64, Duration::ZERO).await.unwrap();
     drained(&p, "proc.slow", Duration::from_secs(20)).await;
     sleep_ms(1_500).await;
@@ -82,7 +66,7 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
 
-    let a = consumer(&server, &ledger, 3_000);
+    let a = consumer_process(&server, &ledger, 3_000);
     let id = p.send("proc.slow", &7u64, Duration::ZERO).await.unwrap();
     wait_until(Duration::from_secs(10), "consumer A to claim", || {
         state(&server, "proc.slow", &id) == "inflight"
@@ -93,7 +77,7 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
     assert_eq!(first.deliveries, 1);
 
     // B handles slowly too, so the redelivered copy is still in flight when A thaws.
-    let b = consumer(&server, &ledger, 4_000);
+    let b = consumer_process(&server, &ledger, 4_000);
     wait_until(
         Duration::from_secs(10),
         "consumer B to claim the redelivery",

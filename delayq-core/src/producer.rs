@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::{validate_namespace, TopicKeys};
 use crate::queue::TopicQueue;
-use crate::scripts::SCRIPTS;
+use crate::scripts::{on_states, SCRIPTS};
 
 /// The default payload limit: 1 MiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
@@ -274,11 +274,8 @@ impl Producer {
         let payload = self.encode(payload)?;
         let (kind, when) = options.when.args();
         let mode = if options.replace { "replace" } else { "new" };
-        let mut inv = SCRIPTS.send.key(&keys.delayed);
-        inv.key(&keys.inflight)
-            .key(&keys.msg)
-            .key(&keys.dead)
-            .arg(&keys.wake)
+        let mut inv = on_states(&SCRIPTS.send, &keys);
+        inv.arg(&keys.wake)
             .arg(id.as_str())
             .arg(mode)
             .arg(kind)
@@ -314,11 +311,8 @@ impl Producer {
         }
         let mut pipe = redis::pipe();
         for chunk in encoded.chunks(BATCH_CHUNK) {
-            let mut inv = SCRIPTS.send.key(&keys.delayed);
-            inv.key(&keys.inflight)
-                .key(&keys.msg)
-                .key(&keys.dead)
-                .arg(&keys.wake);
+            let mut inv = on_states(&SCRIPTS.send, &keys);
+            inv.arg(&keys.wake);
             for (id, payload, delay) in chunk {
                 let (kind, when) = When::Delay(*delay).args();
                 inv.arg(id.as_str())
@@ -347,11 +341,8 @@ impl Producer {
     /// Cancels a message that has not started.
     pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
         let keys = self.keys(topic)?;
-        let mut inv = SCRIPTS.cancel.key(&keys.delayed);
-        inv.key(&keys.inflight)
-            .key(&keys.msg)
-            .key(&keys.dead)
-            .arg(id.as_str());
+        let mut inv = on_states(&SCRIPTS.cancel, &keys);
+        inv.arg(id.as_str());
         let reply: String = invoke(&self.conn, &keys, &inv).await?;
         match reply.as_str() {
             "removed" => Ok(Cancelled::Removed),

@@ -11,7 +11,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
-use crate::scripts::SCRIPTS;
+use crate::scripts::{on_states, SCRIPTS};
 
 /// One claimed delivery: the message and the fence token its acks must present.
 #[derive(Debug, Clone)]
@@ -127,12 +127,7 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: Vec<Value> = self
             .invoke(
-                SCRIPTS
-                    .claim_due
-                    .key(&k.delayed)
-                    .key(&k.inflight)
-                    .key(&k.msg)
-                    .key(&k.dead)
+                on_states(&SCRIPTS.claim_due, k)
                     .arg(&k.wake)
                     .arg(max.max(1))
                     .arg(ms(lease)),
@@ -214,12 +209,7 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: String = self
             .invoke(
-                SCRIPTS
-                    .nack
-                    .key(&k.delayed)
-                    .key(&k.inflight)
-                    .key(&k.msg)
-                    .key(&k.dead)
+                on_states(&SCRIPTS.nack, k)
                     .arg(&k.wake)
                     .arg(id.as_str())
                     .arg(token)
@@ -263,12 +253,7 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: Vec<i64> = self
             .invoke(
-                SCRIPTS
-                    .requeue_expired
-                    .key(&k.delayed)
-                    .key(&k.inflight)
-                    .key(&k.msg)
-                    .key(&k.dead)
+                on_states(&SCRIPTS.requeue_expired, k)
                     .arg(&k.wake)
                     .arg(max.max(1))
                     .arg(default_max_attempts),

@@ -2,7 +2,9 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
+
+use crate::keys::TopicKeys;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
@@ -36,3 +38,11 @@ scripts!(
     replay_dead,
     purge_dead,
 );
+
+/// `script` with a topic's four state keys, in the order every script that takes them
+/// declares them: KEYS[1] delayed, KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead.
+pub(crate) fn on_states<'a>(script: &'a Script, k: &TopicKeys) -> ScriptInvocation<'a> {
+    let mut inv = script.key(&k.delayed);
+    inv.key(&k.inflight).key(&k.msg).key(&k.dead);
+    inv
+}
