@@ -69,3 +69,32 @@ async fn a_batch_after_a_script_flush_reloads_and_still_writes_once() {
     assert_eq!(ids.len(), 25_000);
     assert_eq!(p.counts("t").await.unwrap().delayed, 25_000);
 }
+
+#[tokio::test]
+async fn claims_and_acks_larger_than_one_script_call_are_split() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let q = p.queue("t").unwrap();
+    // Lua's unpack fails past ~8,000 values: 9,000 acks, or a 9,000 claim, in one call would.
+    p.send_batch("t", (0..9_000).map(|i| (i, Duration::ZERO)))
+        .await
+        .unwrap();
+    let batch = q.claim_due(9_000, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(batch.claimed.len(), 1_000, "one claim takes at most 1,000");
+    let mut all: Vec<_> = batch
+        .claimed
+        .iter()
+        .map(|c| (c.id.clone(), c.token()))
+        .collect();
+    for _ in 0..8 {
+        let more = q.claim_due(1_000, Duration::from_secs(30)).await.unwrap();
+        all.extend(more.claimed.iter().map(|c| (c.id.clone(), c.token())));
+    }
+    let acked = q.ack(&all).await.unwrap();
+    assert_eq!(acked.len(), 9_000);
+    assert!(acked.iter().all(|a| *a));
+    assert_eq!(
+        p.counts("t").await.unwrap(),
+        delayq_core::TopicCounts::default()
+    );
+}

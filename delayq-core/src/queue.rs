@@ -76,6 +76,10 @@ pub struct TopicQueue {
     keys: TopicKeys,
 }
 
+/// Ids one claim or ack call handles at most: the scripts pass them to single commands
+/// (`HMGET`, `ZADD`, ...) with `unpack`, which Lua limits to a few thousand values.
+const MAX_IDS_PER_CALL: usize = 1_000;
+
 fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
@@ -122,14 +126,15 @@ impl TopicQueue {
         invoke(&self.conn, &self.keys, script).await
     }
 
-    /// Moves up to `max` due messages to in-flight with an ack deadline `lease` from now.
+    /// Moves up to `max` (at most 1,000) due messages to in-flight with an ack deadline `lease`
+    /// from now.
     pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
         let k = &self.keys;
         let reply: Vec<Value> = self
             .invoke(
                 on_states(&SCRIPTS.claim_due, k)
                     .arg(&k.wake)
-                    .arg(max.max(1))
+                    .arg(max.clamp(1, MAX_IDS_PER_CALL))
                     .arg(ms(lease)),
             )
             .await?;
@@ -169,13 +174,18 @@ impl TopicQueue {
     /// for a stale one (left untouched).
     pub async fn ack(&self, deliveries: &[(MessageId, u64)]) -> Result<Vec<bool>> {
         let k = &self.keys;
-        let mut inv = SCRIPTS.ack.key(&k.inflight);
-        inv.key(&k.msg);
-        for (id, token) in deliveries {
-            inv.arg(id.as_str()).arg(*token);
+        let mut acked = Vec::with_capacity(deliveries.len());
+        // The script unpacks its ids into single commands; Lua caps how many one call takes.
+        for chunk in deliveries.chunks(MAX_IDS_PER_CALL) {
+            let mut inv = SCRIPTS.ack.key(&k.inflight);
+            inv.key(&k.msg);
+            for (id, token) in chunk {
+                inv.arg(id.as_str()).arg(*token);
+            }
+            let v: Vec<i64> = self.invoke(&inv).await?;
+            acked.extend(v.into_iter().map(|x| x == 1));
         }
-        let v: Vec<i64> = self.invoke(&inv).await?;
-        Ok(v.into_iter().map(|x| x == 1).collect())
+        Ok(acked)
     }
 
     /// Pushes the ack deadline of deliveries to `lease` from now; `false` for a stale one.
