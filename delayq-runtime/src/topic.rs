@@ -24,6 +24,8 @@ pub(crate) const BOSS_SAFETY_SLEEP: Duration = Duration::from_secs(300);
 /// How often the back pool looks for expired claims when it knows of none (claims by other
 /// processes are announced over pub/sub; this covers announcements lost in a disconnect).
 pub(crate) const BACK_SAFETY_SWEEP: Duration = Duration::from_secs(120);
+/// The last part of a boss's sleep to a due time, slept precisely (see `sleep_to_due`).
+const PRECISE_TAIL: Duration = Duration::from_millis(3);
 /// Expired claims handled per script call.
 const REQUEUE_BATCH: usize = 1_000;
 /// The most messages one claim takes, however many slots are free.
@@ -104,6 +106,25 @@ impl TopicRuntime {
         }
     }
 
+    /// The boss's sleep until the next due time. tokio's timer wakes up to a millisecond or two
+    /// late, so the last few milliseconds are slept on a blocking-pool thread, whose sleep is
+    /// precise to tens of microseconds. Wake-ups still interrupt the long part.
+    async fn sleep_to_due(&self, deadline: Instant) {
+        if let Some(coarse) = deadline.checked_sub(PRECISE_TAIL) {
+            if coarse > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(coarse) => {}
+                    _ = self.wake_boss.notified() => return,
+                    _ = self.stop.cancelled() => return,
+                }
+            }
+        }
+        let tail = deadline.saturating_duration_since(Instant::now());
+        if !tail.is_zero() {
+            let _ = tokio::task::spawn_blocking(move || std::thread::sleep(tail)).await;
+        }
+    }
+
     async fn pause(&self, d: Duration, notify: &Notify) {
         self.pause_until(Instant::now() + d, notify).await;
     }
@@ -176,7 +197,7 @@ impl TopicRuntime {
                 }
                 None => replied + BOSS_SAFETY_SLEEP,
             };
-            self.pause_until(deadline, &self.wake_boss).await;
+            self.sleep_to_due(deadline).await;
         }
     }
 
