@@ -31,7 +31,7 @@ pub use keys::{validate_namespace, validate_topic, TopicKeys, DEFAULT_NAMESPACE}
 pub use producer::{
     Cancelled, Producer, SendOptions, SendOutcome, TopicCounts, DEFAULT_MAX_PAYLOAD,
 };
-pub use queue::{ClaimBatch, Claimed, NackOutcome, RequeueReport, TopicQueue};
+pub use queue::{ClaimBatch, Claimed, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH};
 
 /// The redis crate delayq is built on, for callers that need its types.
 pub use redis;

@@ -78,7 +78,7 @@ pub struct TopicQueue {
 
 /// Ids one claim or ack call handles at most: the scripts pass them to single commands
 /// (`HMGET`, `ZADD`, ...) with `unpack`, which Lua limits to a few thousand values.
-const MAX_IDS_PER_CALL: usize = 1_000;
+pub const MAX_CLAIM_BATCH: usize = 1_000;
 
 fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
@@ -134,7 +134,7 @@ impl TopicQueue {
             .invoke(
                 on_states(&SCRIPTS.claim_due, k)
                     .arg(&k.wake)
-                    .arg(max.clamp(1, MAX_IDS_PER_CALL))
+                    .arg(max.clamp(1, MAX_CLAIM_BATCH))
                     .arg(ms(lease)),
             )
             .await?;
@@ -176,7 +176,7 @@ impl TopicQueue {
         let k = &self.keys;
         let mut acked = Vec::with_capacity(deliveries.len());
         // The script unpacks its ids into single commands; Lua caps how many one call takes.
-        for chunk in deliveries.chunks(MAX_IDS_PER_CALL) {
+        for chunk in deliveries.chunks(MAX_CLAIM_BATCH) {
             let mut inv = SCRIPTS.ack.key(&k.inflight);
             inv.key(&k.msg);
             for (id, token) in chunk {

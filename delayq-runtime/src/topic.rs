@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq_core::{MessageId, TopicQueue};
+use delayq_core::{MessageId, TopicQueue, MAX_CLAIM_BATCH};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +28,6 @@ pub(crate) const BACK_SAFETY_SWEEP: Duration = Duration::from_secs(120);
 const PRECISE_TAIL: Duration = Duration::from_millis(3);
 /// Expired claims handled per script call.
 const REQUEUE_BATCH: usize = 1_000;
-/// The most messages one claim takes, however many slots are free.
-const MAX_CLAIM: usize = 1_000;
 
 pub(crate) struct TopicRuntime {
     pub(crate) name: Arc<str>,
@@ -97,15 +95,6 @@ impl TopicRuntime {
             .collect()
     }
 
-    /// Sleeps until `deadline`, or until `notify` fires or the runtime stops claiming.
-    async fn pause_until(&self, deadline: Instant, notify: &Notify) {
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = notify.notified() => {}
-            _ = self.stop.cancelled() => {}
-        }
-    }
-
     /// The boss's sleep until the next due time. tokio's timer wakes up to a millisecond or two
     /// late, so the last few milliseconds are slept on a blocking-pool thread, whose sleep is
     /// precise to tens of microseconds. Wake-ups still interrupt the long part.
@@ -125,8 +114,13 @@ impl TopicRuntime {
         }
     }
 
+    /// Sleeps for `d`, or until `notify` fires or the runtime stops claiming.
     async fn pause(&self, d: Duration, notify: &Notify) {
-        self.pause_until(Instant::now() + d, notify).await;
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = notify.notified() => {}
+            _ = self.stop.cancelled() => {}
+        }
     }
 
     /// The boss: waits for a free slot, claims as many due messages as there are free slots,
@@ -143,7 +137,7 @@ impl TopicRuntime {
                 _ = self.stop.cancelled() => return,
             };
             let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
-            while permits.len() < MAX_CLAIM {
+            while permits.len() < MAX_CLAIM_BATCH {
                 match self.slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
