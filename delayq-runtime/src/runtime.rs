@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use delayq_core::{
     connect, namespace_from_env, open_client, redis_url_from_env, validate_namespace, Error,
-    Result, TopicKeys, TopicQueue,
+    Result, TopicKeys, TopicQueue, MAX_CLAIM_BATCH,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -228,7 +228,7 @@ impl RuntimeHandle {
         let mut handed_back = 0;
         for t in &self.topics {
             let unsettled = t.take_unsettled();
-            for chunk in unsettled.chunks(1_000) {
+            for chunk in unsettled.chunks(MAX_CLAIM_BATCH) {
                 match t.queue.release(chunk).await {
                     Ok(n) => handed_back += n,
                     Err(e) => {

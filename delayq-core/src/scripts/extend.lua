@@ -6,7 +6,7 @@ local deadline = now_ms() + tonumber(ARGV[1])
 local out = {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  if owned(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
+  if owned_raw(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
     redis.call('ZADD', KEYS[1], 'XX', deadline, id)
     out[#out + 1] = 1
   else

@@ -64,12 +64,19 @@ local function bump(raw)
   return string.format('1 %d %d ', a + 1, d + 1) .. rest .. string.sub(raw, body)
 end
 
--- The envelope of `id` when the delivery holding `token` still owns it (it is in flight and no
--- later claim happened), else nil.
-local function owned(inflight, msg, id, token)
+-- The raw envelope of `id` when the delivery holding `token` still owns it (it is in flight
+-- and no later claim happened), else nil. Reads only the header.
+local function owned_raw(inflight, msg, id, token)
   if not redis.call('ZSCORE', inflight, id) then return nil end
-  local m = decode(redis.call('HGET', msg, id))
-  if m and m.deliveries == tonumber(token) then return m end
+  local raw = redis.call('HGET', msg, id)
+  if token_of(raw) == tonumber(token) then return raw end
+  return nil
+end
+
+-- The same, decoded, for scripts that rewrite the envelope.
+local function owned(inflight, msg, id, token)
+  local raw = owned_raw(inflight, msg, id, token)
+  if raw then return decode(raw) end
   return nil
 end
 
