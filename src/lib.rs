@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A URL with its password hidden, for printing.
+pub use delayq_core::protocol::redact_url;
+
 const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install -y redis-server`; macOS: `brew install redis`) and run the tests again";
 
 /// How a test server keeps its data.

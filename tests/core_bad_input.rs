@@ -97,7 +97,7 @@ async fn a_foreign_key_of_the_wrong_type_is_named_in_the_error() {
         other => panic!("expected WrongType, got {other}"),
     }
     assert!(err.to_string().contains("delayq:{t}:delayed"), "{err}");
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     assert!(matches!(
         q.claim_due(10, Duration::from_secs(1)).await,
         Err(Error::WrongType { .. })
@@ -110,7 +110,7 @@ async fn a_foreign_key_of_the_wrong_type_is_named_in_the_error() {
 async fn a_corrupt_envelope_goes_to_the_dead_letters_and_does_not_block_the_topic() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let k = keys("t");
     let mut c = server.connection();
     redis::cmd("HSET")
@@ -194,8 +194,11 @@ async fn connection_errors_say_what_to_do() {
     let err = delayq_core::Producer::connect(&url).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, Error::Connect { .. }), "{text}");
+    // The URL came from the call, so the error says to fix the call, not the environment.
     assert!(
-        text.contains(&url) && text.contains("DELAYQ_REDIS_URL"),
+        text.contains(&url)
+            && text.contains("Producer::connect")
+            && !text.contains("DELAYQ_REDIS_URL"),
         "{text}"
     );
 
@@ -222,4 +225,35 @@ async fn a_wrong_password_is_reported_as_such_and_not_echoed() {
         .send("t", &1, Duration::ZERO)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_due_time_past_what_delayq_stores_is_refused_naming_the_limit() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let year_10000 = std::time::UNIX_EPOCH + Duration::from_millis(delayq_core::MAX_DUE_MS + 1);
+    let id = p.send("t", &1, Duration::ZERO).await.unwrap();
+    let errors = [
+        p.send("t", &1, Duration::MAX).await.unwrap_err(),
+        p.send("t", &1, Duration::from_secs(9_000 * 365 * 86_400))
+            .await
+            .unwrap_err(),
+        p.send_at("t", &1, year_10000).await.unwrap_err(),
+        p.send_batch("t", [(1, Duration::ZERO), (2, Duration::MAX)])
+            .await
+            .unwrap_err(),
+        p.reschedule("t", &id, Duration::MAX).await.unwrap_err(),
+    ];
+    for err in errors {
+        assert!(matches!(err, Error::DueTooFar { .. }), "{err}");
+        assert!(err.to_string().contains("year 9999"), "{err}");
+    }
+    // The last moment that can be stored is accepted.
+    let last = std::time::UNIX_EPOCH + Duration::from_millis(delayq_core::MAX_DUE_MS);
+    p.send_at("t", &1, last).await.unwrap();
+    let c = p.counts("t").await.unwrap();
+    assert_eq!(
+        c.delayed, 2,
+        "only the first and the last send were written"
+    );
 }

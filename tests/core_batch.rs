@@ -29,7 +29,7 @@ async fn a_batch_of_10000_is_one_script_call() {
     let calls = server.command_calls();
     let count = |name: &str| calls.get(name).copied().unwrap_or(0);
     let inside_send_lua = [
-        "time", "zrange", "hget", "zscore", "zrem", "hset", "zadd", "publish",
+        "time", "zrange", "hexists", "zscore", "zrem", "hset", "zadd", "publish",
     ];
     let sent_by_client: Vec<_> = calls
         .iter()
@@ -74,7 +74,7 @@ async fn a_batch_after_a_script_flush_reloads_and_still_writes_once() {
 async fn claims_and_acks_larger_than_one_script_call_are_split() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     // Lua's unpack fails past ~8,000 values: 9,000 acks, or a 9,000 claim, in one call would.
     p.send_batch("t", (0..9_000).map(|i| (i, Duration::ZERO)))
         .await

@@ -2,6 +2,11 @@
 //! operations from several concurrent clients. After every round: each message id is in
 //! exactly one state, none is lost or resurrected, and no id was ever owned by two deliveries
 //! at once (only the latest delivery of an id can settle it, and each id is settled once).
+//!
+//! Besides generated ids, clients send a small pool of user-chosen ids again and again (plain,
+//! and with `replace`), so the same id is acked, cancelled or dead-lettered and then sent
+//! anew: its delivery tokens must still only ever grow, or a stale delivery of an earlier
+//! incarnation could settle a later one.
 
 mod common;
 
@@ -10,20 +15,33 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::keys;
-use delayq_core::{Cancelled, MessageId, NackOutcome, Producer};
+use delayq_core::protocol::NackOutcome;
+use delayq_core::{Cancelled, MessageId, Producer, SendOptions, SendOutcome};
 use delayq_dev::RedisServer;
 
 const CLIENTS: usize = 4;
 const ROUNDS: usize = 6;
 const OPS_PER_CLIENT_PER_ROUND: usize = 250;
 const MAX_ATTEMPTS: u32 = 3;
+/// User-chosen ids `user-0` … `user-19`, re-sent throughout.
+const USER_IDS: usize = 20;
+
+fn is_user_id(id: &str) -> bool {
+    id.starts_with("user-")
+}
 
 #[derive(Default)]
 struct Model {
-    /// Every id whose send returned Ok.
+    /// Every generated id whose send returned Ok.
     sent: HashSet<MessageId>,
-    /// Ids acked or cancelled (Removed): must be gone from Redis.
+    /// Generated ids acked or cancelled (Removed): must be gone from Redis.
     gone: HashSet<MessageId>,
+    /// Sends of user-chosen ids that created or replaced a message.
+    user_sends: usize,
+    /// User ids acked at least once.
+    acked_user_ids: HashSet<MessageId>,
+    /// Claims of a user id that had been acked before: a later incarnation.
+    reclaimed_after_ack: usize,
     /// The highest delivery token handed out per id.
     latest_token: HashMap<MessageId, u64>,
     /// Successful settlements (ack, nack, release) per id and token.
@@ -32,11 +50,24 @@ struct Model {
 }
 
 async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
-    let q = p.queue("r").unwrap();
+    let q = delayq_core::protocol::queue(&p, "r").unwrap();
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut held: Vec<(MessageId, u64)> = Vec::new();
     for _ in 0..OPS_PER_CLIENT_PER_ROUND {
-        match rng.u32(0..100) {
+        match rng.u32(0..130) {
+            100..=129 => {
+                let id = format!("user-{}", rng.usize(0..USER_IDS));
+                // Due at the epoch: ahead of the generated backlog, so user ids are claimed,
+                // settled and sent again many times a round.
+                let options = SendOptions::new()
+                    .id(id)
+                    .replace(rng.bool())
+                    .at(std::time::UNIX_EPOCH);
+                let outcome = p.send_with("r", &0, options).await.unwrap();
+                if !matches!(outcome, SendOutcome::Duplicate(_)) {
+                    model.lock().unwrap().user_sends += 1;
+                }
+            }
             0..=24 => {
                 let n = rng.usize(1..6);
                 let items: Vec<_> = (0..n)
@@ -57,6 +88,9 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
                 for c in batch.claimed {
                     assert!(c.envelope.due_ms <= batch.now_ms, "claimed before due");
                     let token = c.token();
+                    if m.acked_user_ids.contains(&c.id) {
+                        m.reclaimed_after_ack += 1;
+                    }
                     let prev = m.latest_token.insert(c.id.clone(), token).unwrap_or(0);
                     assert!(
                         token > prev,
@@ -70,7 +104,11 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
                 let d = held.swap_remove(rng.usize(0..held.len()));
                 if q.ack(std::slice::from_ref(&d)).await.unwrap()[0] {
                     let mut m = model.lock().unwrap();
-                    m.gone.insert(d.0.clone());
+                    if is_user_id(d.0.as_str()) {
+                        m.acked_user_ids.insert(d.0.clone());
+                    } else {
+                        m.gone.insert(d.0.clone());
+                    }
                     m.settled.push((d.0, d.1, "ack"));
                 }
             }
@@ -106,13 +144,16 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
                     .unwrap();
             }
             _ => {
-                let pick = {
+                let pick = if rng.bool() {
                     let m = model.lock().unwrap();
                     let n = m.sent.len();
                     (n > 0).then(|| m.sent.iter().nth(rng.usize(0..n)).unwrap().clone())
+                } else {
+                    Some(format!("user-{}", rng.usize(0..USER_IDS)).parse().unwrap())
                 };
                 if let Some(id) = pick {
-                    if p.cancel("r", &id).await.unwrap() == Cancelled::Removed {
+                    let cancelled = p.cancel("r", &id).await.unwrap() == Cancelled::Removed;
+                    if cancelled && !is_user_id(id.as_str()) {
                         model.lock().unwrap().gone.insert(id);
                     }
                 }
@@ -169,8 +210,15 @@ fn check(server: &RedisServer, model: &Model, round: usize) {
         .difference(&model.gone)
         .map(|id| id.as_str().to_string())
         .collect();
-    let lost: Vec<_> = expected.difference(&in_sets).collect();
-    let resurrected: Vec<_> = in_sets.difference(&expected).collect();
+    // User ids come and go with every re-send, in an order only Redis saw; they are checked
+    // by the state and token invariants, the generated ids also by the model.
+    let generated: HashSet<String> = in_sets
+        .iter()
+        .filter(|id| !is_user_id(id))
+        .cloned()
+        .collect();
+    let lost: Vec<_> = expected.difference(&generated).collect();
+    let resurrected: Vec<_> = generated.difference(&expected).collect();
     assert!(lost.is_empty(), "round {round}: lost {lost:?}");
     assert!(
         resurrected.is_empty(),
@@ -178,22 +226,28 @@ fn check(server: &RedisServer, model: &Model, round: usize) {
     );
 
     for id in &inflight {
-        let env = delayq_core::Envelope::parse(&envelopes[id]).unwrap();
+        let env = delayq_core::protocol::Envelope::parse(&envelopes[id]).unwrap();
         let mid: MessageId = id.parse().unwrap();
         assert_eq!(
-            Some(&env.deliveries),
+            Some(&env.token),
             model.latest_token.get(&mid),
             "round {round}: owner of {id}"
         );
     }
-    // Only the latest delivery of an id may settle it, and an ack settles it for good.
+    // Only the latest delivery of an id may settle it, and an ack settles it for good (a user
+    // id once per incarnation: each delivery of it is settled at most once).
     let mut acks = HashSet::new();
+    let mut settlements = HashSet::new();
     for (id, token, how) in &model.settled {
         assert!(
             *token <= model.latest_token[id],
             "round {round}: settled with a future token"
         );
-        if *how == "ack" {
+        assert!(
+            settlements.insert((id.clone(), *token)),
+            "round {round}: delivery {token} of {id} settled twice"
+        );
+        if *how == "ack" && !is_user_id(id.as_str()) {
             assert!(acks.insert(id.clone()), "round {round}: {id} acked twice");
             assert_eq!(
                 *token, model.latest_token[id],
@@ -232,14 +286,26 @@ async fn interleaved_operations_keep_every_id_in_exactly_one_state() {
     }
     let counts = producers[0].counts("r").await.unwrap();
     let m = model.lock().unwrap();
+    let user_acks = m
+        .settled
+        .iter()
+        .filter(|s| s.2 == "ack" && is_user_id(s.0.as_str()))
+        .count();
     println!(
-        "{} operations, {} sent, {} acked or cancelled, {} settlements, final {counts:?}",
+        "{} operations, {} sent, {} acked or cancelled, {} user-id sends, {user_acks} user-id acks, {} claims of a user id after its ack, {} settlements, final {counts:?}",
         m.ops,
         m.sent.len(),
         m.gone.len(),
+        m.user_sends,
+        m.reclaimed_after_ack,
         m.settled.len()
     );
+    assert!(
+        m.reclaimed_after_ack > 0,
+        "the mix re-sent and claimed again a user id after its ack"
+    );
     assert_eq!(m.ops, CLIENTS * ROUNDS * OPS_PER_CLIENT_PER_ROUND);
+    let _ = user_acks;
     assert!(
         m.settled.iter().any(|s| s.2 == "ack") && counts.dead > 0 && !m.gone.is_empty(),
         "the mix exercised acks, dead letters and cancels"

@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::{envelope, keys, producer, score, sleep_ms, state};
-use delayq_core::{Cancelled, NackOutcome, SendOptions, SendOutcome};
+use delayq_core::protocol::NackOutcome;
+use delayq_core::{Cancelled, SendOptions, SendOutcome};
 use delayq_dev::RedisServer;
 use serde_json::json;
 
@@ -33,7 +34,7 @@ async fn send_puts_the_message_in_delayed_due_by_the_redis_clock() {
     let id2 = p.send_at("t", &1, at).await.unwrap();
     assert_eq!(
         envelope(&server, "t", &id2).unwrap().due_ms,
-        delayq_core::time_to_ms(at)
+        delayq_core::protocol::time_to_ms(at)
     );
     assert_eq!(p.counts("t").await.unwrap().delayed, 2);
 }
@@ -42,7 +43,7 @@ async fn send_puts_the_message_in_delayed_due_by_the_redis_clock() {
 async fn a_message_is_claimed_only_once_due() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::from_millis(400)).await.unwrap();
     let due = envelope(&server, "t", &id).unwrap().due_ms;
 
@@ -73,7 +74,7 @@ async fn a_message_is_claimed_only_once_due() {
 async fn an_ack_deletes_the_message_and_a_second_ack_is_stale() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let c = q.claim_due(10, LEASE).await.unwrap().claimed.remove(0);
     assert_eq!(
@@ -91,7 +92,7 @@ async fn an_ack_deletes_the_message_and_a_second_ack_is_stale() {
 async fn an_expired_claim_returns_to_delayed_and_the_next_delivery_counts_one_more_attempt() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let first = q
         .claim_due(10, Duration::from_millis(100))
@@ -144,7 +145,7 @@ async fn an_expired_claim_returns_to_delayed_and_the_next_delivery_counts_one_mo
 async fn nack_retries_after_backoff_then_dead_letters_after_max_attempts() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &json!({"n": 1}), Duration::ZERO).await.unwrap();
 
     let c1 = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
@@ -194,7 +195,7 @@ async fn nack_retries_after_backoff_then_dead_letters_after_max_attempts() {
 async fn an_expired_claim_on_its_last_attempt_is_dead_lettered() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let opts = SendOptions::new().max_attempts(1);
     let id = p.send_with("t", &"x", opts).await.unwrap().id().clone();
     q.claim_due(1, Duration::from_millis(50)).await.unwrap();
@@ -214,7 +215,7 @@ async fn an_expired_claim_on_its_last_attempt_is_dead_lettered() {
 async fn dead_letter_now_skips_the_remaining_attempts() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let c = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
     let out = q
@@ -232,7 +233,7 @@ async fn dead_letter_now_skips_the_remaining_attempts() {
 async fn cancel_in_each_state() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
 
     let delayed = p.send("t", &"d", Duration::from_secs(60)).await.unwrap();
     assert_eq!(p.cancel("t", &delayed).await.unwrap(), Cancelled::Removed);
@@ -260,7 +261,11 @@ async fn cancel_in_each_state() {
     q.nack(&dead, c.token(), Duration::ZERO, "", 16, Some("test"))
         .await
         .unwrap();
-    assert_eq!(p.cancel("t", &dead).await.unwrap(), Cancelled::Removed);
+    // A dead letter is not pending: cancel leaves it (API.md: dead letters go through
+    // purge_dead), and says NotFound.
+    assert_eq!(p.cancel("t", &dead).await.unwrap(), Cancelled::NotFound);
+    assert_eq!(state(&server, "t", &dead), "dead");
+    assert_eq!(p.purge_dead("t").await.unwrap(), 1);
     assert_eq!(state(&server, "t", &dead), "gone");
 
     let unknown = "never-sent".parse().unwrap();
@@ -271,7 +276,7 @@ async fn cancel_in_each_state() {
 async fn a_user_id_deduplicates_while_pending() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let opts = || {
         SendOptions::new()
             .id("order-7")
@@ -331,7 +336,7 @@ async fn replace_swaps_payload_and_due_time_of_a_pending_message() {
 async fn reschedule_moves_only_pending_messages() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::from_secs(3600)).await.unwrap();
     assert!(p
         .reschedule("t", &id, Duration::from_millis(100))
@@ -360,7 +365,7 @@ async fn reschedule_moves_only_pending_messages() {
 async fn replay_and_purge_dead_letters() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(p.send("t", &i, Duration::ZERO).await.unwrap());
@@ -412,7 +417,7 @@ async fn replay_and_purge_dead_letters() {
 async fn release_hands_claims_back_without_using_an_attempt() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let c = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
     assert_eq!(q.release(&[(id.clone(), c.token())]).await.unwrap(), 1);
@@ -431,7 +436,7 @@ async fn release_hands_claims_back_without_using_an_attempt() {
 async fn extend_pushes_the_deadline_out() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let q = p.queue("t").unwrap();
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let c = q
         .claim_due(1, Duration::from_millis(200))
@@ -450,4 +455,75 @@ async fn extend_pushes_the_deadline_out() {
         assert_eq!(q.requeue_expired(10, 16).await.unwrap().requeued, 0);
     }
     assert_eq!(state(&server, "t", &id), "inflight");
+}
+
+#[tokio::test]
+async fn extend_never_moves_a_deadline_earlier() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
+    let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
+    let c = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
+    let d = [(id.clone(), c.token())];
+    // A user's extend(10 min), then the runtime's renewal with its 30 s lease.
+    q.extend(Duration::from_secs(600), &d).await.unwrap();
+    let extended = score(&server, &keys("t").inflight, &id).unwrap();
+    assert_eq!(
+        q.extend(LEASE, &d).await.unwrap(),
+        vec![true],
+        "still owned"
+    );
+    assert_eq!(
+        score(&server, &keys("t").inflight, &id).unwrap(),
+        extended,
+        "a shorter renewal moved the deadline earlier"
+    );
+    q.extend(Duration::from_secs(900), &d).await.unwrap();
+    assert!(score(&server, &keys("t").inflight, &id).unwrap() > extended);
+}
+
+#[tokio::test]
+async fn a_resent_id_gets_a_new_token_so_a_stale_delivery_of_the_old_one_cannot_settle_it() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
+    let send = || p.send_with("t", &"x", SendOptions::new().id("order-7"));
+    send().await.unwrap();
+    // Delivery A stalls past its deadline; delivery B takes over and acks.
+    let a = q
+        .claim_due(1, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .claimed
+        .remove(0);
+    sleep_ms(80).await;
+    q.requeue_expired(10, 16).await.unwrap();
+    let b = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
+    assert_eq!(
+        q.ack(&[(b.id.clone(), b.token())]).await.unwrap(),
+        vec![true]
+    );
+    // The id is sent again and claimed by C.
+    assert!(matches!(send().await.unwrap(), SendOutcome::Created(_)));
+    let c = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
+    assert!(
+        c.token() > b.token() && b.token() > a.token(),
+        "tokens {} {} {}",
+        a.token(),
+        b.token(),
+        c.token()
+    );
+    // A wakes up: every settle it tries is stale, and C's message stays in flight.
+    let stale = [(a.id.clone(), a.token())];
+    assert_eq!(q.ack(&stale).await.unwrap(), vec![false]);
+    assert_eq!(q.extend(LEASE, &stale).await.unwrap(), vec![false]);
+    assert_eq!(
+        q.nack(&a.id, a.token(), Duration::ZERO, "late", 16, None)
+            .await
+            .unwrap(),
+        NackOutcome::Stale
+    );
+    assert_eq!(q.release(&stale).await.unwrap(), 0);
+    assert_eq!(state(&server, "t", &c.id), "inflight");
+    assert_eq!(envelope(&server, "t", &c.id).unwrap().token, c.token());
 }

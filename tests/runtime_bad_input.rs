@@ -36,7 +36,7 @@ async fn a_foreign_key_of_the_wrong_type_stalls_only_its_topic_until_removed() {
     // A send never touches `inflight`, so it is stored safely; claiming it fails (the
     // runtime logs the error naming the key once and retries with backoff)...
     p.send("victim", &1u32, Duration::ZERO).await.unwrap();
-    let q = p.queue("victim").unwrap();
+    let q = delayq_core::protocol::queue(&p, "victim").unwrap();
     let err = q.claim_due(1, Duration::from_secs(1)).await.unwrap_err();
     assert!(
         err.to_string().contains("delayq:{victim}:inflight"),

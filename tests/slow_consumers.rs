@@ -74,14 +74,14 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
     .await;
     signal(&a, libc::SIGSTOP);
     let first = envelope(&server, "proc.slow", &id).unwrap();
-    assert_eq!(first.deliveries, 1);
+    assert_eq!(first.token, 1);
 
     // B handles slowly too, so the redelivered copy is still in flight when A thaws.
     let b = consumer_process(&server, &ledger, 4_000);
     wait_until(
         Duration::from_secs(10),
         "consumer B to claim the redelivery",
-        || envelope(&server, "proc.slow", &id).is_some_and(|e| e.deliveries == 2),
+        || envelope(&server, "proc.slow", &id).is_some_and(|e| e.token == 2),
     )
     .await;
     assert_eq!(envelope(&server, "proc.slow", &id).unwrap().attempt, 2);
@@ -99,7 +99,7 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
         "inflight",
         "A's stale ack deleted B's copy"
     );
-    assert_eq!(envelope(&server, "proc.slow", &id).unwrap().deliveries, 2);
+    assert_eq!(envelope(&server, "proc.slow", &id).unwrap().token, 2);
 
     drained(&p, "proc.slow", Duration::from_secs(20)).await;
     let lines = ledger_lines(&ledger);

@@ -37,21 +37,18 @@ impl DeadLetter {
     }
 }
 
-fn bad(detail: impl Into<String>) -> Error {
-    Error::UnexpectedReply {
-        command: "dead_letters",
-        detail: detail.into(),
-    }
+fn bad(detail: impl std::fmt::Display) -> Error {
+    Error::unexpected("dead_letters", &detail.to_string())
 }
 
 pub(crate) fn parse_page(keys: &TopicKeys, reply: Vec<Value>) -> Result<Vec<DeadLetter>> {
     let mut out = Vec::with_capacity(reply.len() / 3);
     let mut it = reply.into_iter();
     while let (Some(id), Some(died), Some(env)) = (it.next(), it.next(), it.next()) {
-        let id: String = redis::from_redis_value(id).map_err(|e| bad(e.to_string()))?;
-        let died: f64 = redis::from_redis_value(died).map_err(|e| bad(e.to_string()))?;
+        let id: String = redis::from_redis_value(id).map_err(bad)?;
+        let died: f64 = redis::from_redis_value(died).map_err(bad)?;
         let died_at = ms_to_time(died as u64);
-        let raw: Option<Vec<u8>> = redis::from_redis_value(env).map_err(|e| bad(e.to_string()))?;
+        let raw: Option<Vec<u8>> = redis::from_redis_value(env).map_err(bad)?;
         let id = MessageId::from_stored(id);
         let letter = match raw.as_deref().map(Envelope::parse) {
             Some(Ok(e)) => DeadLetter {

@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Envelope {
     /// Handler runs that counted, including the current one when claimed.
     pub attempt: u32,
-    /// Claims ever made: the fence token of the current delivery.
-    pub deliveries: u64,
+    /// The fence token of the current (last) claim, unique in the topic for all time; 0 when
+    /// never claimed.
+    pub token: u64,
     /// Per-message max_attempts, 0 for the listener's default.
     pub max_attempts: u32,
     /// When it was sent (ms since the epoch, Redis clock).
@@ -49,7 +50,7 @@ impl Envelope {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         Ok(Envelope {
             attempt: num(1)? as u32,
-            deliveries: num(2)?,
+            token: num(2)?,
             max_attempts: num(3)? as u32,
             enqueued_ms: num(4)?,
             due_ms: num(5)?,
@@ -67,9 +68,18 @@ pub fn ms_to_time(ms: u64) -> SystemTime {
 
 /// A `SystemTime` as milliseconds since the epoch (0 for times before it).
 pub fn time_to_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis().min(u64::MAX as u128) as u64)
+    t.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
+
+/// A `Duration` in whole milliseconds, saturating at `u64::MAX` (the one place delayq turns a
+/// `Duration` into script milliseconds).
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The latest due time delayq stores: the last millisecond of year 9999. Scores and envelope
+/// fields are exact integers well past it, and a date beyond it is a bug, not a plan.
+pub const MAX_DUE_MS: u64 = 253_402_300_799_999;
 
 #[cfg(test)]
 mod tests {
@@ -78,7 +88,7 @@ mod tests {
     #[test]
     fn parses_the_layout_the_scripts_write() {
         let e = Envelope::parse(b"1 2 3 0 100 200 4 2\nboomRM{\"a\":1}").unwrap();
-        assert_eq!((e.attempt, e.deliveries, e.max_attempts), (2, 3, 0));
+        assert_eq!((e.attempt, e.token, e.max_attempts), (2, 3, 0));
         assert_eq!((e.enqueued_ms, e.due_ms), (100, 200));
         assert_eq!(e.last_error, "boom");
         assert_eq!(e.dead_reason, "RM");

@@ -1,5 +1,7 @@
 //! Typed errors. Each message says what went wrong and what to do next.
 
+use crate::connect::UrlOrigin;
+
 /// Everything delayq can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -13,12 +15,32 @@ pub enum Error {
         reason: String,
     },
     /// Redis could not be reached.
-    #[error("cannot connect to Redis at {url}: {source}; is Redis running there? set DELAYQ_REDIS_URL to point delayq at it")]
+    #[error("cannot connect to Redis at {url} ({origin}): {source}; is Redis running there? {}", origin.remedy())]
     Connect {
         /// The URL, with any password replaced by `***`.
         url: String,
+        /// Where the URL came from.
+        origin: UrlOrigin,
         /// What the client reported.
         source: redis::RedisError,
+    },
+    /// The Redis server is older than delayq's scripts need.
+    #[error("Redis at {url} is version {found}; delayq needs Redis {minimum} or newer (its scripts use ZMSCORE and ZADD GT). Upgrade Redis")]
+    RedisTooOld {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// The version the server reported.
+        found: String,
+        /// The oldest version delayq runs on.
+        minimum: String,
+    },
+    /// The CA file named by `DELAYQ_REDIS_CA_FILE` cannot be read.
+    #[error("cannot read the CA file {} named by DELAYQ_REDIS_CA_FILE: {source}", path.display())]
+    CaFile {
+        /// The path as given.
+        path: std::path::PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
     },
     /// The TLS handshake failed, typically because the server's certificate is not trusted.
     #[error("TLS with Redis at {url} failed: {source}; if the server's certificate comes from a private CA, set DELAYQ_REDIS_CA_FILE to that CA's PEM file")]
@@ -29,10 +51,12 @@ pub enum Error {
         source: redis::RedisError,
     },
     /// Redis refused the user name or password.
-    #[error("Redis at {url} rejected the credentials: {source}; check the user and password in DELAYQ_REDIS_URL (redis://user:password@host:port)")]
+    #[error("Redis at {url} ({origin}) rejected the credentials: {source}; check the user and password in that URL (redis://user:password@host:port)")]
     Auth {
         /// The URL, with any password replaced by `***`.
         url: String,
+        /// Where the URL came from.
+        origin: UrlOrigin,
         /// What the server said.
         source: redis::RedisError,
     },
@@ -89,12 +113,38 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A due time later than delayq can store.
+    #[error("due time {requested_ms} ms since the epoch is past the latest delayq stores, {limit_ms} ms (the end of year 9999); nothing was sent")]
+    DueTooFar {
+        /// The requested due time (ms since the epoch, by this machine's clock for a delay).
+        requested_ms: u128,
+        /// The latest due time that can be stored.
+        limit_ms: u64,
+    },
     /// The payload could not be serialized to JSON.
     #[error("cannot encode the payload as JSON: {0}")]
     Encode(#[from] serde_json::Error),
     /// A send option or runtime setting that cannot be used.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The runtime stopped before the call could be made.
+    #[error("the delayq runtime has stopped; the call was not made")]
+    Stopped,
+    /// The process could not listen for SIGINT or SIGTERM.
+    #[error("cannot listen for {signal}: {source}")]
+    Signal {
+        /// Which signal.
+        signal: &'static str,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A shutdown could not hand these claimed messages back before its deadline (Redis did
+    /// not answer); they are delivered again after their ack deadline.
+    #[error("{count} claimed messages could not be handed back at shutdown; they are delivered again after their ack deadline")]
+    Unreturned {
+        /// How many.
+        count: usize,
+    },
     /// Two listeners in one binary handle the same topic.
     #[error("two listeners handle topic {topic:?}: {first} and {second}; a topic has one listener per binary (raise `concurrency` instead)")]
     DuplicateListener {
@@ -113,6 +163,16 @@ pub enum Error {
         /// What came back.
         detail: String,
     },
+}
+
+impl Error {
+    /// Redis answered `command` with something delayq's scripts never return.
+    pub(crate) fn unexpected(command: &'static str, reply: &impl std::fmt::Debug) -> Self {
+        Error::UnexpectedReply {
+            command,
+            detail: format!("{reply:?}"),
+        }
+    }
 }
 
 /// The result type of delayq calls.

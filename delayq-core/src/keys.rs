@@ -56,6 +56,8 @@ pub struct TopicKeys {
     pub msg: String,
     /// ZSET id → time it died (ms).
     pub dead: String,
+    /// STRING: the topic's claim counter; every claim takes its fence token from it.
+    pub seq: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
 }
@@ -72,17 +74,19 @@ impl TopicKeys {
             inflight: key("inflight"),
             msg: key("msg"),
             dead: key("dead"),
+            seq: key("seq"),
             wake: key("wake"),
         })
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 4] {
+    pub fn typed(&self) -> [(&str, &'static str); 5] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
             (&self.msg, "hash"),
             (&self.dead, "zset"),
+            (&self.seq, "string"),
         ]
     }
 }

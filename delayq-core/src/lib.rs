@@ -20,18 +20,38 @@ mod producer;
 mod queue;
 mod scripts;
 
-pub use connect::{
-    connect, namespace_from_env, open_client, redis_url_from_env, CA_FILE_VAR, DEFAULT_REDIS_URL,
-};
+pub use connect::{UrlOrigin, DEFAULT_REDIS_URL, MIN_REDIS_VERSION};
 pub use dead::DeadLetter;
-pub use envelope::{ms_to_time, time_to_ms, Envelope};
-pub use error::{redact_url, AckError, Error, Result};
+pub use envelope::MAX_DUE_MS;
+pub use error::{AckError, Error, Result};
 pub use id::MessageId;
-pub use keys::{validate_namespace, validate_topic, TopicKeys, DEFAULT_NAMESPACE};
+pub use keys::{validate_topic, DEFAULT_NAMESPACE};
 pub use producer::{
     Cancelled, Producer, SendOptions, SendOutcome, TopicCounts, DEFAULT_MAX_PAYLOAD,
 };
-pub use queue::{ClaimBatch, Claimed, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH};
 
-/// The redis crate delayq is built on, for callers that need its types.
-pub use redis;
+/// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
+/// public API: it changes without notice.
+#[doc(hidden)]
+pub mod protocol {
+    pub use crate::connect::{namespace_from_env, redis_url_from_env, RedisConn, CA_FILE_VAR};
+    pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
+    pub use crate::error::redact_url;
+    pub use crate::keys::{validate_namespace, TopicKeys};
+    pub use crate::queue::{
+        ClaimBatch, Claimed, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
+    };
+    pub use crate::scripts::{WAKE_BACK, WAKE_BOSS};
+
+    use crate::{Producer, Result};
+
+    /// The consumer protocol of `topic` over `producer`'s connection.
+    pub fn queue(producer: &Producer, topic: &str) -> Result<TopicQueue> {
+        producer.queue(topic)
+    }
+
+    /// A producer over an open connection, under `namespace`.
+    pub fn producer(conn: RedisConn, namespace: &str) -> Producer {
+        Producer::over(conn, namespace)
+    }
+}

@@ -4,18 +4,19 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use redis::aio::ConnectionManager;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
-use crate::connect::{connect, explain, invoke, namespace_from_env, redis_url_from_env};
+use crate::connect::{
+    explain, invoke, namespace_from_env, redis_url_from_env, RedisConn, UrlOrigin,
+};
 use crate::dead::{self, DeadLetter};
-use crate::envelope::time_to_ms;
+use crate::envelope::{millis, time_to_ms, MAX_DUE_MS};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::{validate_namespace, TopicKeys};
 use crate::queue::TopicQueue;
-use crate::scripts::{on_states, SCRIPTS};
+use crate::scripts::{on_topic, SCRIPTS};
 
 /// The default payload limit: 1 MiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
@@ -33,11 +34,28 @@ enum When {
 }
 
 impl When {
-    fn args(self) -> (&'static str, u64) {
-        match self {
-            When::Delay(d) => ("delay", d.as_millis().min(u64::MAX as u128) as u64),
-            When::At(t) => ("at", time_to_ms(t)),
+    /// The script's `when_kind` and `when`; a due time past [`MAX_DUE_MS`] is refused before
+    /// anything is written (for a delay, judged by this machine's clock: the limit is
+    /// thousands of years away, so the clocks' skew does not matter).
+    fn args(self) -> Result<(&'static str, u64)> {
+        let (kind, ms, due) = match self {
+            When::Delay(d) => {
+                let ms = millis(d);
+                let due = u128::from(time_to_ms(SystemTime::now())) + u128::from(ms);
+                ("delay", ms, due)
+            }
+            When::At(t) => {
+                let ms = time_to_ms(t);
+                ("at", ms, u128::from(ms))
+            }
+        };
+        if due > u128::from(MAX_DUE_MS) {
+            return Err(Error::DueTooFar {
+                requested_ms: due,
+                limit_ms: MAX_DUE_MS,
+            });
         }
+        Ok((kind, ms))
     }
 }
 
@@ -129,9 +147,9 @@ impl SendOutcome {
 /// What [`Producer::cancel`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancelled {
-    /// It was pending (or dead) and is gone; it will not be delivered.
+    /// It was pending and is gone; it will not be delivered.
     Removed,
-    /// Unknown, or already done.
+    /// Unknown, already done, or dead (dead letters go through `purge_dead`).
     NotFound,
     /// A consumer is handling it right now; it is not stopped.
     InFlight,
@@ -152,7 +170,7 @@ pub struct TopicCounts {
 /// reconnecting connection.
 #[derive(Clone)]
 pub struct Producer {
-    conn: ConnectionManager,
+    conn: RedisConn,
     namespace: Arc<str>,
     max_payload: usize,
 }
@@ -168,20 +186,32 @@ impl std::fmt::Debug for Producer {
 
 impl Producer {
     /// Connects to `url` (`redis://[user:password@]host:port[/db]`), namespace from
-    /// `DELAYQ_NAMESPACE` (default `delayq`).
+    /// `DELAYQ_NAMESPACE` (default `delayq`). To send to a runtime you run in this process,
+    /// take `RuntimeHandle::producer()` instead: it shares the runtime's URL and namespace.
     pub async fn connect(url: &str) -> Result<Self> {
-        let namespace = namespace_from_env();
-        validate_namespace(&namespace)?;
-        Ok(Producer {
-            conn: connect(url).await?,
-            namespace: namespace.into(),
-            max_payload: DEFAULT_MAX_PAYLOAD,
-        })
+        Self::connect_with_origin(url, UrlOrigin::Argument).await
     }
 
     /// Connects to `DELAYQ_REDIS_URL` (default `redis://127.0.0.1:6379`).
     pub async fn connect_from_env() -> Result<Self> {
-        Self::connect(&redis_url_from_env()).await
+        let (url, origin) = redis_url_from_env();
+        Self::connect_with_origin(&url, origin).await
+    }
+
+    async fn connect_with_origin(url: &str, origin: UrlOrigin) -> Result<Self> {
+        let namespace = namespace_from_env();
+        validate_namespace(&namespace)?;
+        let conn = RedisConn::connect(url, origin).await?;
+        Ok(Self::over(conn, &namespace))
+    }
+
+    /// A producer over an open connection (the runtime shares its own this way).
+    pub(crate) fn over(conn: RedisConn, namespace: &str) -> Self {
+        Producer {
+            conn,
+            namespace: namespace.into(),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+        }
     }
 
     /// The same producer under another namespace.
@@ -202,19 +232,13 @@ impl Producer {
         &self.namespace
     }
 
-    /// The keys of `topic` (validated).
-    pub fn keys(&self, topic: &str) -> Result<TopicKeys> {
+    fn keys(&self, topic: &str) -> Result<TopicKeys> {
         TopicKeys::new(&self.namespace, topic)
     }
 
     /// The consumer protocol of `topic` over this producer's connection.
-    pub fn queue(&self, topic: &str) -> Result<TopicQueue> {
+    pub(crate) fn queue(&self, topic: &str) -> Result<TopicQueue> {
         Ok(TopicQueue::new(self.conn.clone(), self.keys(topic)?))
-    }
-
-    /// The underlying connection (for diagnostics and tests).
-    pub fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
     }
 
     fn encode<T: Serialize + ?Sized>(&self, payload: &T) -> Result<Vec<u8>> {
@@ -271,12 +295,11 @@ impl Producer {
             Some(n) => n,
             None => 0,
         };
+        let (kind, when) = options.when.args()?;
         let payload = self.encode(payload)?;
-        let (kind, when) = options.when.args();
         let mode = if options.replace { "replace" } else { "new" };
-        let mut inv = on_states(&SCRIPTS.send, &keys);
-        inv.arg(&keys.wake)
-            .arg(id.as_str())
+        let mut inv = on_topic(&SCRIPTS.send, &keys);
+        inv.arg(id.as_str())
             .arg(mode)
             .arg(kind)
             .arg(when)
@@ -287,10 +310,7 @@ impl Producer {
             Some("created") => Ok(SendOutcome::Created(id)),
             Some("duplicate") => Ok(SendOutcome::Duplicate(id)),
             Some("replaced") => Ok(SendOutcome::Replaced(id)),
-            _ => Err(Error::UnexpectedReply {
-                command: "send",
-                detail: format!("{codes:?}"),
-            }),
+            _ => Err(Error::unexpected("send", &codes)),
         }
     }
 
@@ -304,36 +324,43 @@ impl Producer {
         let keys = self.keys(topic)?;
         let mut encoded = Vec::new();
         for (payload, delay) in items {
-            encoded.push((MessageId::generate(), self.encode(&payload)?, delay));
+            let when = When::Delay(delay).args()?;
+            encoded.push((MessageId::generate(), self.encode(&payload)?, when));
         }
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
         for chunk in encoded.chunks(BATCH_CHUNK) {
-            let mut inv = on_states(&SCRIPTS.send, &keys);
-            inv.arg(&keys.wake);
-            for (id, payload, delay) in chunk {
-                let (kind, when) = When::Delay(*delay).args();
+            let mut inv = on_topic(&SCRIPTS.send, &keys);
+            for (id, payload, (kind, when)) in chunk {
                 inv.arg(id.as_str())
                     .arg("new")
-                    .arg(kind)
-                    .arg(when)
+                    .arg(*kind)
+                    .arg(*when)
                     .arg(0)
                     .arg(payload.as_slice());
             }
             pipe.invoke_script(&inv);
         }
-        let mut conn = self.conn.clone();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if matches!(&result, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
-            // Redis restarted or flushed its scripts. Nothing ran: every call in the pipeline
-            // is the same script, so they all failed. Load it and send the batch again.
-            SCRIPTS.send.load_async(&mut conn).await?;
-            result = pipe.query_async(&mut conn).await;
-        }
+        let result = self
+            .conn
+            .run(|mut conn| async move {
+                let first: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+                match first {
+                    // Redis restarted or flushed its scripts. Nothing ran: every call in the
+                    // pipeline is the same script, so they all failed. Load it and send the
+                    // batch again.
+                    Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                        SCRIPTS.send.load_async(&mut conn).await?;
+                        pipe.query_async::<Vec<Value>>(&mut conn).await
+                    }
+                    other => other,
+                }
+            })
+            .await;
         if let Err(e) = result {
-            return Err(explain(&mut conn, &keys, e).await);
+            return Err(explain(&self.conn, &keys, e).await);
         }
         Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
     }
@@ -341,30 +368,23 @@ impl Producer {
     /// Cancels a message that has not started.
     pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
         let keys = self.keys(topic)?;
-        let mut inv = on_states(&SCRIPTS.cancel, &keys);
+        let mut inv = on_topic(&SCRIPTS.cancel, &keys);
         inv.arg(id.as_str());
         let reply: String = invoke(&self.conn, &keys, &inv).await?;
         match reply.as_str() {
             "removed" => Ok(Cancelled::Removed),
             "inflight" => Ok(Cancelled::InFlight),
             "notfound" => Ok(Cancelled::NotFound),
-            _ => Err(Error::UnexpectedReply {
-                command: "cancel",
-                detail: reply,
-            }),
+            _ => Err(Error::unexpected("cancel", &reply)),
         }
     }
 
     /// Moves a pending message to `delay` from now; `false` when it is not pending.
     pub async fn reschedule(&self, topic: &str, id: &MessageId, delay: Duration) -> Result<bool> {
         let keys = self.keys(topic)?;
-        let (kind, when) = When::Delay(delay).args();
-        let mut inv = SCRIPTS.reschedule.key(&keys.delayed);
-        inv.key(&keys.msg)
-            .arg(&keys.wake)
-            .arg(id.as_str())
-            .arg(kind)
-            .arg(when);
+        let (kind, when) = When::Delay(delay).args()?;
+        let mut inv = on_topic(&SCRIPTS.reschedule, &keys);
+        inv.arg(id.as_str()).arg(kind).arg(when);
         let n: i64 = invoke(&self.conn, &keys, &inv).await?;
         Ok(n == 1)
     }
@@ -376,14 +396,18 @@ impl Producer {
         pipe.zcard(&keys.delayed)
             .zcard(&keys.inflight)
             .zcard(&keys.dead);
-        let mut conn = self.conn.clone();
-        match pipe.query_async(&mut conn).await {
+        let pipe = &pipe;
+        match self
+            .conn
+            .run(|mut conn| async move { pipe.query_async(&mut conn).await })
+            .await
+        {
             Ok((delayed, inflight, dead)) => Ok(TopicCounts {
                 delayed,
                 inflight,
                 dead,
             }),
-            Err(e) => Err(explain(&mut conn, &keys, e).await),
+            Err(e) => Err(explain(&self.conn, &keys, e).await),
         }
     }
 
@@ -393,48 +417,45 @@ impl Producer {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        let mut inv = SCRIPTS.dead_list.key(&keys.dead);
-        inv.key(&keys.msg).arg(range.start).arg(range.end - 1);
+        let mut inv = on_topic(&SCRIPTS.dead_list, &keys);
+        inv.arg(range.start).arg(range.end - 1);
         let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
         dead::parse_page(&keys, reply)
-    }
-
-    async fn replay(
-        &self,
-        keys: &TopicKeys,
-        mode: &str,
-        what: &str,
-        skip: usize,
-    ) -> Result<(usize, usize)> {
-        let mut inv = SCRIPTS.replay_dead.key(&keys.delayed);
-        inv.key(&keys.msg)
-            .key(&keys.dead)
-            .arg(&keys.wake)
-            .arg(mode)
-            .arg(what)
-            .arg(skip);
-        invoke(&self.conn, keys, &inv).await
     }
 
     /// Moves one dead letter back to due-now with a fresh attempt count; `false` when it is
     /// not dead (or its envelope does not parse).
     pub async fn replay_dead(&self, topic: &str, id: &MessageId) -> Result<bool> {
         let keys = self.keys(topic)?;
-        let (replayed, _) = self.replay(&keys, "one", id.as_str(), 0).await?;
+        let mut inv = on_topic(&SCRIPTS.replay_dead, &keys);
+        inv.arg("one").arg(id.as_str());
+        let (replayed, _, _, _): (usize, usize, u64, usize) =
+            invoke(&self.conn, &keys, &inv).await?;
         Ok(replayed == 1)
     }
 
-    /// Moves every dead letter of `topic` back to due-now; returns how many.
+    /// Moves every dead letter of `topic` back to due-now; returns how many. It replays what
+    /// was dead when it started: messages that die again while it runs stay dead.
     pub async fn replay_all_dead(&self, topic: &str) -> Result<usize> {
         let keys = self.keys(topic)?;
-        let (mut total, mut left) = (0, 0);
+        let (mut replayed_total, mut left_dead) = (0, 0);
+        let mut cutoff = String::new();
+        let mut budget = None;
         loop {
-            let chunk = DEAD_CHUNK.to_string();
-            let (replayed, stayed) = self.replay(&keys, "oldest", &chunk, left).await?;
-            total += replayed;
-            left += stayed;
-            if replayed + stayed < DEAD_CHUNK {
-                return Ok(total);
+            let mut inv = on_topic(&SCRIPTS.replay_dead, &keys);
+            inv.arg("oldest")
+                .arg(DEAD_CHUNK)
+                .arg(left_dead)
+                .arg(&cutoff);
+            let (replayed, stayed, at, dead_then): (usize, usize, u64, usize) =
+                invoke(&self.conn, &keys, &inv).await?;
+            // The first call fixes the cutoff and how many letters were dead at it.
+            let budget = *budget.get_or_insert(dead_then);
+            cutoff = at.to_string();
+            replayed_total += replayed;
+            left_dead += stayed;
+            if replayed + stayed < DEAD_CHUNK || replayed_total + left_dead >= budget {
+                return Ok(replayed_total);
             }
         }
     }
@@ -444,8 +465,8 @@ impl Producer {
         let keys = self.keys(topic)?;
         let mut total = 0;
         loop {
-            let mut inv = SCRIPTS.purge_dead.key(&keys.dead);
-            inv.key(&keys.msg).arg(DEAD_CHUNK);
+            let mut inv = on_topic(&SCRIPTS.purge_dead, &keys);
+            inv.arg(DEAD_CHUNK);
             let n = invoke::<usize>(&self.conn, &keys, &inv).await?;
             total += n;
             if n < DEAD_CHUNK {

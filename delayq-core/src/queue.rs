@@ -3,15 +3,14 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
-use crate::connect::invoke;
-use crate::envelope::Envelope;
+use crate::connect::{invoke, RedisConn};
+use crate::envelope::{millis, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
-use crate::scripts::{on_states, SCRIPTS};
+use crate::scripts::{on_topic, SCRIPTS};
 
 /// One claimed delivery: the message and the fence token its acks must present.
 #[derive(Debug, Clone)]
@@ -25,7 +24,7 @@ pub struct Claimed {
 impl Claimed {
     /// The fence token of this delivery.
     pub fn token(&self) -> u64 {
-        self.envelope.deliveries
+        self.envelope.token
     }
 }
 
@@ -72,7 +71,7 @@ pub struct RequeueReport {
 /// The consumer protocol of one topic.
 #[derive(Clone)]
 pub struct TopicQueue {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: TopicKeys,
 }
 
@@ -80,15 +79,15 @@ pub struct TopicQueue {
 /// (`HMGET`, `ZADD`, ...) with `unpack`, which Lua limits to a few thousand values.
 pub const MAX_CLAIM_BATCH: usize = 1_000;
 
-fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
-}
-
-fn unexpected(command: &'static str, v: &impl std::fmt::Debug) -> Error {
-    Error::UnexpectedReply {
-        command,
-        detail: format!("{v:?}"),
+/// Appends `(id, token)` pairs as script arguments.
+fn with_deliveries<'a>(
+    mut inv: ScriptInvocation<'a>,
+    deliveries: &[(MessageId, u64)],
+) -> ScriptInvocation<'a> {
+    for (id, token) in deliveries {
+        inv.arg(id.as_str()).arg(*token);
     }
+    inv
 }
 
 fn int(v: &Value) -> Option<i64> {
@@ -113,7 +112,7 @@ fn optional_ms(v: i64) -> Option<u64> {
 
 impl TopicQueue {
     /// The queue of the topic whose keys are `keys`, over `conn`.
-    pub fn new(conn: ConnectionManager, keys: TopicKeys) -> Self {
+    pub fn new(conn: RedisConn, keys: TopicKeys) -> Self {
         Self { conn, keys }
     }
 
@@ -132,25 +131,27 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: Vec<Value> = self
             .invoke(
-                on_states(&SCRIPTS.claim_due, k)
-                    .arg(&k.wake)
+                on_topic(&SCRIPTS.claim_due, k)
                     .arg(max.clamp(1, MAX_CLAIM_BATCH))
-                    .arg(ms(lease)),
+                    .arg(millis(lease)),
             )
             .await?;
         let mut it = reply.into_iter();
         let (Some(now), Some(next)) = (it.next(), it.next()) else {
-            return Err(unexpected("claim_due", &"a short reply"));
+            return Err(Error::unexpected("claim_due", &"a short reply"));
         };
         let mut batch = ClaimBatch {
-            now_us: int(&now).ok_or_else(|| unexpected("claim_due", &now))? as u64,
-            next_due_ms: optional_ms(int(&next).ok_or_else(|| unexpected("claim_due", &next))?),
+            now_us: int(&now).ok_or_else(|| Error::unexpected("claim_due", &now))? as u64,
+            next_due_ms: optional_ms(
+                int(&next).ok_or_else(|| Error::unexpected("claim_due", &next))?,
+            ),
             ..ClaimBatch::default()
         };
         batch.now_ms = batch.now_us / 1000;
         while let (Some(id), Some(env)) = (it.next(), it.next()) {
-            let id =
-                MessageId::from_stored(text(id).ok_or_else(|| unexpected("claim_due", &"id"))?);
+            let id = MessageId::from_stored(
+                text(id).ok_or_else(|| Error::unexpected("claim_due", &"id"))?,
+            );
             match env {
                 Value::BulkString(raw) if raw == b"corrupt" || raw == b"orphan" => {
                     let why = if raw == b"corrupt" {
@@ -164,7 +165,7 @@ impl TopicQueue {
                     Ok(envelope) => batch.claimed.push(Claimed { id, envelope }),
                     Err(why) => batch.undeliverable.push((id, why)),
                 },
-                other => return Err(unexpected("claim_due", &other)),
+                other => return Err(Error::unexpected("claim_due", &other)),
             }
         }
         Ok(batch)
@@ -177,30 +178,23 @@ impl TopicQueue {
         let mut acked = Vec::with_capacity(deliveries.len());
         // The script unpacks its ids into single commands; Lua caps how many one call takes.
         for chunk in deliveries.chunks(MAX_CLAIM_BATCH) {
-            let mut inv = SCRIPTS.ack.key(&k.inflight);
-            inv.key(&k.msg);
-            for (id, token) in chunk {
-                inv.arg(id.as_str()).arg(*token);
-            }
+            let inv = with_deliveries(on_topic(&SCRIPTS.ack, k), chunk);
             let v: Vec<i64> = self.invoke(&inv).await?;
             acked.extend(v.into_iter().map(|x| x == 1));
         }
         Ok(acked)
     }
 
-    /// Pushes the ack deadline of deliveries to `lease` from now; `false` for a stale one.
+    /// Pushes the ack deadline of deliveries out to at least `lease` from now (a later
+    /// deadline stays); `false` for a stale one.
     pub async fn extend(
         &self,
         lease: Duration,
         deliveries: &[(MessageId, u64)],
     ) -> Result<Vec<bool>> {
-        let k = &self.keys;
-        let mut inv = SCRIPTS.extend.key(&k.inflight);
-        inv.key(&k.msg).arg(ms(lease));
-        for (id, token) in deliveries {
-            inv.arg(id.as_str()).arg(*token);
-        }
-        let v: Vec<i64> = self.invoke(&inv).await?;
+        let mut inv = on_topic(&SCRIPTS.extend, &self.keys);
+        inv.arg(millis(lease));
+        let v: Vec<i64> = self.invoke(&with_deliveries(inv, deliveries)).await?;
         Ok(v.into_iter().map(|x| x == 1).collect())
     }
 
@@ -219,11 +213,10 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: String = self
             .invoke(
-                on_states(&SCRIPTS.nack, k)
-                    .arg(&k.wake)
+                on_topic(&SCRIPTS.nack, k)
                     .arg(id.as_str())
                     .arg(token)
-                    .arg(ms(backoff))
+                    .arg(millis(backoff))
                     .arg(error)
                     .arg(default_max_attempts)
                     .arg(dead_reason.unwrap_or("")),
@@ -233,7 +226,7 @@ impl TopicQueue {
             "retry" => Ok(NackOutcome::Retry),
             "dead" => Ok(NackOutcome::Dead),
             "stale" => Ok(NackOutcome::Stale),
-            _ => Err(unexpected("nack", &reply)),
+            _ => Err(Error::unexpected("nack", &reply)),
         }
     }
 
@@ -243,12 +236,7 @@ impl TopicQueue {
         if deliveries.is_empty() {
             return Ok(0);
         }
-        let k = &self.keys;
-        let mut inv = SCRIPTS.release.key(&k.delayed);
-        inv.key(&k.inflight).key(&k.msg).arg(&k.wake);
-        for (id, token) in deliveries {
-            inv.arg(id.as_str()).arg(*token);
-        }
+        let inv = with_deliveries(on_topic(&SCRIPTS.release, &self.keys), deliveries);
         let n: usize = self.invoke(&inv).await?;
         Ok(n)
     }
@@ -263,14 +251,13 @@ impl TopicQueue {
         let k = &self.keys;
         let reply: Vec<i64> = self
             .invoke(
-                on_states(&SCRIPTS.requeue_expired, k)
-                    .arg(&k.wake)
+                on_topic(&SCRIPTS.requeue_expired, k)
                     .arg(max.max(1))
                     .arg(default_max_attempts),
             )
             .await?;
         let [requeued, dead, next, now] = reply[..] else {
-            return Err(unexpected("requeue_expired", &reply));
+            return Err(Error::unexpected("requeue_expired", &reply));
         };
         Ok(RequeueReport {
             requeued: requeued as usize,

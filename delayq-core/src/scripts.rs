@@ -39,10 +39,22 @@ scripts!(
     purge_dead,
 );
 
-/// `script` with a topic's four state keys, in the order every script that takes them
-/// declares them: KEYS[1] delayed, KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead.
-pub(crate) fn on_states<'a>(script: &'a Script, k: &TopicKeys) -> ScriptInvocation<'a> {
+/// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
+/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, and the wake channel as ARGV[1]
+/// (see `prelude.lua`); its own arguments follow.
+pub(crate) fn on_topic<'a>(script: &'a Script, k: &TopicKeys) -> ScriptInvocation<'a> {
     let mut inv = script.key(&k.delayed);
-    inv.key(&k.inflight).key(&k.msg).key(&k.dead);
+    inv.key(&k.inflight)
+        .key(&k.msg)
+        .key(&k.dead)
+        .key(&k.seq)
+        .arg(&k.wake);
     inv
 }
+
+/// The payload of a wake-up that tells the boss the head of `delayed` moved earlier
+/// (`WAKE_BOSS` in `prelude.lua`).
+pub const WAKE_BOSS: &[u8] = b"d";
+/// The payload of a wake-up that tells the back pool a claim landed in an empty `inflight`
+/// (`WAKE_BACK` in `prelude.lua`).
+pub const WAKE_BACK: &[u8] = b"i";

@@ -5,6 +5,12 @@ use syn::{FnArg, ItemFn, LitStr};
 
 use crate::attr::{attribute_span, ListenerArgs};
 
+/// The shortest `ack_timeout` a listener may have. The runtime renews a running handler's
+/// lease every third of it, so the lease must outlast about three Redis round trips plus the
+/// scheduler's jitter; below 100 ms a single slow round trip or a busy executor would let the
+/// lease lapse and the message be delivered twice while its handler still runs.
+pub(crate) const MIN_ACK_TIMEOUT_MS: u64 = 100;
+
 /// A retry delay policy, in milliseconds.
 pub(crate) enum Backoff {
     Exponential { base_ms: u64, max_ms: u64 },
@@ -59,6 +65,17 @@ fn duration(lit: &LitStr, what: &str) -> syn::Result<u64> {
             format!("malformed {what}: expected a positive whole number with a unit ms, s, m or h, like \"30s\" or \"500ms\""),
         )
     })
+}
+
+fn ack_timeout(lit: &LitStr) -> syn::Result<u64> {
+    let ms = duration(lit, "ack_timeout")?;
+    if ms < MIN_ACK_TIMEOUT_MS {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("ack_timeout must be at least {MIN_ACK_TIMEOUT_MS}ms: the lease is renewed every third of it, and a shorter one lapses on a single slow Redis round trip"),
+        ));
+    }
+    Ok(ms)
 }
 
 fn backoff(lit: &LitStr) -> syn::Result<Backoff> {
@@ -160,7 +177,7 @@ pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Lis
             None => 16,
         },
         ack_timeout_ms: match &args.ack_timeout {
-            Some(lit) => duration(lit, "ack_timeout")?,
+            Some(lit) => ack_timeout(lit)?,
             None => 30_000,
         },
         backoff: match &args.backoff {

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use delayq_core::{AckError, MessageId, NackOutcome, TopicQueue};
+use delayq_core::protocol::{NackOutcome, TopicQueue};
+use delayq_core::{AckError, MessageId};
 
 use crate::acks::AckSender;
 use crate::registry::ListenerOptions;
@@ -49,9 +50,21 @@ impl DeliveryState {
     /// Marks it settled and forgets it, so shutdown does not hand it back.
     fn mark_settled(&self) {
         self.settled.store(true, Ordering::Release);
+        self.forget();
+    }
+
+    /// Drops it from the topic's books: it is settled, or another delivery owns the message
+    /// now (a stale answer), so there is nothing this process could hand back.
+    fn forget(&self) {
         if let Some(topic) = self.topic.upgrade() {
             topic.forget(&self.id, self.token);
         }
+    }
+
+    /// `Err(Stale)` for a stale answer, which also takes the delivery off the books.
+    fn stale(&self) -> Result<(), AckError> {
+        self.forget();
+        Err(AckError::Stale)
     }
 
     pub(crate) async fn ack(&self) -> Result<(), AckError> {
@@ -59,7 +72,7 @@ impl DeliveryState {
             self.mark_settled();
             Ok(())
         } else {
-            Err(AckError::Stale)
+            self.stale()
         }
     }
 
@@ -83,7 +96,7 @@ impl DeliveryState {
             )
             .await?;
         match outcome {
-            NackOutcome::Stale => Err(AckError::Stale),
+            NackOutcome::Stale => self.stale(),
             NackOutcome::Retry => {
                 tracing::debug!(retry_in_ms = backoff.as_millis() as u64, "will retry");
                 self.mark_settled();
@@ -109,7 +122,7 @@ impl DeliveryState {
         if extended.first() == Some(&true) {
             Ok(())
         } else {
-            Err(AckError::Stale)
+            self.stale()
         }
     }
 }
@@ -146,7 +159,9 @@ impl Ack {
         self.state.nack(&reason.to_string(), None).await
     }
 
-    /// Pushes the ack deadline out to `by` from now.
+    /// Pushes the ack deadline out to `by` from now. It never moves a deadline earlier, and
+    /// the runtime's own lease renewals never shorten one you set: `extend(10 min)`, then
+    /// hand the `Ack` to a background task that acks within those 10 minutes.
     pub async fn extend(&self, by: Duration) -> Result<(), AckError> {
         self.state.extend(by).await
     }

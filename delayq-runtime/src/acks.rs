@@ -2,7 +2,8 @@
 //! has queued up as a single script call; while that call is in flight the next batch
 //! gathers. Under load many acks share a round trip; when idle an ack goes out at once.
 
-use delayq_core::{Error, MessageId, TopicQueue};
+use delayq_core::protocol::TopicQueue;
+use delayq_core::{Error, MessageId};
 use tokio::sync::{mpsc, oneshot};
 
 /// The most acks in one script call.
@@ -29,19 +30,23 @@ impl AckSender {
     /// `Ok(true)` acked, `Ok(false)` stale.
     pub(crate) async fn ack(&self, id: MessageId, token: u64) -> Result<bool, Error> {
         let (reply, answer) = oneshot::channel();
-        let gone = || Error::Config("the runtime stopped before the ack was sent".into());
         self.0
             .send(AckRequest { id, token, reply })
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+            .map_err(|_| Error::Stopped)?;
+        answer.await.map_err(|_| Error::Stopped)?
     }
 }
 
-/// The same failure for every ack of a failed batch.
+/// The same failure for every ack of a failed batch. `Error` is not `Clone` (it holds I/O
+/// errors), but a batch only fails with a Redis error, which is; anything else is carried
+/// as its text.
 fn copy_of(e: &Error) -> Error {
     match e {
         Error::Redis(r) => Error::Redis(r.clone()),
-        other => Error::Config(format!("ack failed: {other}")),
+        other => Error::UnexpectedReply {
+            command: "ack",
+            detail: other.to_string(),
+        },
     }
 }
 

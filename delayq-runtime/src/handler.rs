@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use delayq_core::{ms_to_time, Claimed};
+use delayq_core::protocol::{ms_to_time, Claimed};
 use serde::de::DeserializeOwned;
 
 use crate::ack::Ack;

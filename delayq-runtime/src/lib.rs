@@ -56,8 +56,8 @@ mod worker;
 
 pub use ack::Ack;
 pub use delayq_core::{
-    redact_url, AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions,
-    SendOutcome, TopicCounts,
+    AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions, SendOutcome,
+    TopicCounts, UrlOrigin,
 };
 pub use delayq_macros::delay_listener;
 pub use handler::{Decode, Handler, ListenerReturn};

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::{
-    connect, namespace_from_env, open_client, redis_url_from_env, validate_namespace, Error,
-    Result, TopicKeys, TopicQueue, MAX_CLAIM_BATCH,
+use delayq_core::protocol::{
+    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, TopicKeys, TopicQueue,
+    MAX_CLAIM_BATCH,
 };
+use delayq_core::{Error, Producer, Result, UrlOrigin};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::registry::{all_listeners, ListenerRegistration};
@@ -16,6 +18,13 @@ use crate::wake::run_subscriber;
 
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
+/// After the grace period: how long aborted handlers get to return before their claims are
+/// collected, and how long handing them back may take in all. Together they keep a shutdown
+/// within `shutdown_grace` + 5 s even when Redis is frozen or gone.
+const STRAGGLER_WAIT: Duration = Duration::from_secs(1);
+const HAND_BACK_WAIT: Duration = Duration::from_secs(3);
+/// How many ids of unreturned claims a shutdown log line lists.
+const LOGGED_IDS: usize = 20;
 
 /// Entry point for running listeners inside your own program (tests, embedding apps).
 /// [`crate::start`] is the one-line version for `main`.
@@ -105,12 +114,15 @@ impl RuntimeBuilder {
     /// Connects, checks the listeners, and starts the pools. Installs no signal handler.
     pub async fn spawn(self) -> Result<RuntimeHandle> {
         let listeners = self.selected()?;
-        let url = self.redis_url.clone().unwrap_or_else(redis_url_from_env);
+        let (url, origin) = match &self.redis_url {
+            Some(url) => (url.clone(), UrlOrigin::Builder),
+            None => redis_url_from_env(),
+        };
         let namespace = self.namespace.clone().unwrap_or_else(namespace_from_env);
         validate_namespace(&namespace)?;
-        let conn = connect(&url).await?;
-        warn_without_persistence(conn.clone()).await;
-        let client = open_client(&url)?;
+        let conn = RedisConn::connect(&url, origin).await?;
+        warn_without_persistence(&conn).await;
+        let producer = delayq_core::protocol::producer(conn.clone(), &namespace);
 
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
@@ -127,19 +139,33 @@ impl RuntimeBuilder {
         }
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = vec![tokio::spawn(run_subscriber(
-            client,
+            conn.client().clone(),
             topics.clone(),
             stop.clone(),
             subscribed,
         ))];
+        tracing::info!(
+            url = %conn.shown_url(),
+            url_from = %origin,
+            namespace = %namespace,
+            topics = topics.len(),
+            "delayq runtime starting"
+        );
         for t in &topics {
             tasks.push(tokio::spawn(t.clone().run_boss()));
             tasks.push(tokio::spawn(t.clone().run_back()));
+            // What this namespace holds for the topic: a producer writing under another
+            // namespace shows up here as a topic with nothing in it.
+            let found = producer.counts(&t.name).await.ok();
             tracing::info!(
                 topic = %t.name,
+                namespace = %namespace,
                 function = t.registration.function,
                 concurrency = t.options.concurrency,
                 manual_ack = t.handler.manual(),
+                delayed = found.map(|c| c.delayed),
+                inflight = found.map(|c| c.inflight),
+                dead = found.map(|c| c.dead),
                 "listening"
             );
         }
@@ -151,6 +177,7 @@ impl RuntimeBuilder {
         Ok(RuntimeHandle {
             topics,
             tasks,
+            producer,
             stop,
             abort,
             grace: self.shutdown_grace,
@@ -158,18 +185,22 @@ impl RuntimeBuilder {
     }
 }
 
-async fn warn_without_persistence(mut conn: redis::aio::ConnectionManager) {
-    let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("appendonly")
-        .query_async(&mut conn)
+async fn warn_without_persistence(conn: &RedisConn) {
+    let reply: redis::RedisResult<Vec<String>> = conn
+        .run(|mut c| async move {
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("appendonly")
+                .query_async(&mut c)
+                .await
+        })
         .await;
     match reply {
         Ok(v) if v.get(1).map(String::as_str) == Some("no") => tracing::warn!(
             "Redis has appendonly off: a Redis crash or restart can lose messages sent since its last snapshot. Set `appendonly yes` (and appendfsync) for durable delays"
         ),
         Ok(_) => {}
-        Err(e) => tracing::debug!(%e, "could not read Redis' appendonly setting"),
+        Err(error) => tracing::debug!(%error, "could not read Redis' appendonly setting"),
     }
 }
 
@@ -178,6 +209,7 @@ async fn warn_without_persistence(mut conn: redis::aio::ConnectionManager) {
 pub struct RuntimeHandle {
     topics: Vec<Arc<TopicRuntime>>,
     tasks: Vec<JoinHandle<()>>,
+    producer: Producer,
     stop: CancellationToken,
     abort: CancellationToken,
     grace: Duration,
@@ -198,56 +230,97 @@ impl RuntimeHandle {
         self.topics.iter().map(|t| &*t.name).collect()
     }
 
+    /// A producer with this runtime's Redis URL and namespace, sharing its connection: what it
+    /// sends, this runtime's listeners receive.
+    pub fn producer(&self) -> Producer {
+        self.producer.clone()
+    }
+
+    /// Deliveries this runtime tracks as claimed and unsettled (what a shutdown would hand
+    /// back). For tests of the runtime's bookkeeping.
+    #[doc(hidden)]
+    pub fn tracked_claims(&self) -> usize {
+        self.topics.iter().map(|t| t.tracked_claims()).sum()
+    }
+
     /// Stops claiming, lets running handlers finish within the grace period, then hands every
     /// claimed-but-unfinished message back to its topic at once, without using up an attempt.
+    ///
+    /// It returns within the grace period plus 5 s even when Redis is frozen or gone: claims
+    /// it could not hand back by then are logged (with their ids) and come back after their
+    /// ack deadline, and the result is [`Error::Unreturned`].
     pub async fn shutdown(mut self) -> Result<()> {
         self.stop.cancel();
-        for task in self.tasks.drain(..) {
-            let _ = task.await;
-        }
-        let all_idle = |topics: &[Arc<TopicRuntime>]| {
-            let waits: Vec<_> = topics
-                .iter()
-                .map(|t| {
-                    let slots = t.slots.clone();
-                    let n = t.options.concurrency;
-                    async move { slots.acquire_many_owned(n).await.map(drop) }
-                })
-                .collect();
-            futures_util::future::join_all(waits)
-        };
-        let finished = tokio::time::timeout(self.grace, all_idle(&self.topics))
-            .await
-            .is_ok();
+        let grace_end = Instant::now() + self.grace;
+        // The pools stop at once unless a Redis call holds them; handlers get the grace.
+        let tasks = std::mem::take(&mut self.tasks);
+        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
+        let pools = futures_util::future::join_all(tasks);
+        let finished = tokio::time::timeout_at(
+            grace_end,
+            futures_util::future::join(pools, all_idle(&self.topics)),
+        )
+        .await
+        .is_ok();
         self.abort.cancel();
-        if !finished {
-            // Aborted workers return at once; give stragglers a moment.
-            let _ = tokio::time::timeout(Duration::from_secs(5), all_idle(&self.topics)).await;
+        for a in aborts {
+            a.abort();
         }
-        let mut first_error = None;
-        let mut handed_back = 0;
+        if !finished {
+            // Aborted handlers return at once; workers stuck on an unanswered Redis call do
+            // not, and their claims are handed back (or logged) below all the same.
+            let _ = tokio::time::timeout(STRAGGLER_WAIT, all_idle(&self.topics)).await;
+        }
+        let hand_back_end = Instant::now() + HAND_BACK_WAIT;
+        let (mut handed_back, mut unreturned) = (0, 0);
         for t in &self.topics {
             let unsettled = t.take_unsettled();
             for chunk in unsettled.chunks(MAX_CLAIM_BATCH) {
-                match t.queue.release(chunk).await {
-                    Ok(n) => handed_back += n,
-                    Err(e) => {
-                        tracing::error!(topic = %t.name, %e, count = chunk.len(), "could not hand claimed messages back; they are delivered again after their ack deadline");
-                        first_error.get_or_insert(e);
+                match tokio::time::timeout_at(hand_back_end, t.queue.release(chunk)).await {
+                    Ok(Ok(n)) => handed_back += n,
+                    outcome => {
+                        unreturned += chunk.len();
+                        let error = match outcome {
+                            Ok(Err(e)) => e.to_string(),
+                            _ => "Redis did not answer before the shutdown deadline".to_string(),
+                        };
+                        let ids: Vec<&str> = chunk
+                            .iter()
+                            .take(LOGGED_IDS)
+                            .map(|(id, _)| id.as_str())
+                            .collect();
+                        tracing::error!(
+                            topic = %t.name,
+                            %error,
+                            count = chunk.len(),
+                            ?ids,
+                            "could not hand claimed messages back; they are delivered again after their ack deadline"
+                        );
                     }
                 }
             }
         }
         tracing::info!(
             handed_back,
+            unreturned,
             grace_exceeded = !finished,
             "delayq runtime stopped"
         );
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
+        if unreturned > 0 {
+            return Err(Error::Unreturned { count: unreturned });
         }
+        Ok(())
     }
+}
+
+/// Resolves once no handler of any of `topics` runs.
+async fn all_idle(topics: &[Arc<TopicRuntime>]) {
+    let waits = topics.iter().map(|t| {
+        let slots = t.slots.clone();
+        let n = t.options.concurrency;
+        async move { slots.acquire_many_owned(n).await.map(drop) }
+    });
+    futures_util::future::join_all(waits).await;
 }
 
 impl Drop for RuntimeHandle {
@@ -262,17 +335,22 @@ async fn shutdown_signal() -> Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| Error::Config(format!("cannot listen for SIGTERM: {e}")))?;
+        let mut term = signal(SignalKind::terminate()).map_err(|source| Error::Signal {
+            signal: "SIGTERM",
+            source,
+        })?;
         tokio::select! {
-            r = tokio::signal::ctrl_c() => r.map_err(|e| Error::Config(format!("cannot listen for Ctrl-C: {e}")))?,
+            r = tokio::signal::ctrl_c() => r.map_err(|source| Error::Signal { signal: "SIGINT", source })?,
             _ = term.recv() => {}
         }
     }
     #[cfg(not(unix))]
     tokio::signal::ctrl_c()
         .await
-        .map_err(|e| Error::Config(format!("cannot listen for Ctrl-C: {e}")))?;
+        .map_err(|source| Error::Signal {
+            signal: "Ctrl-C",
+            source,
+        })?;
     Ok(())
 }
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq_core::{MessageId, TopicQueue, MAX_CLAIM_BATCH};
+use delayq_core::protocol::{TopicQueue, MAX_CLAIM_BATCH};
+use delayq_core::MessageId;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +85,11 @@ impl TopicRuntime {
 
     pub(crate) fn forget(&self, id: &MessageId, token: u64) {
         self.claims().remove(&(id.clone(), token));
+    }
+
+    /// How many deliveries are on the books.
+    pub(crate) fn tracked_claims(&self) -> usize {
+        self.claims().len()
     }
 
     /// Every unsettled delivery claimed here, removed from the books.

@@ -6,7 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::{AckError, Claimed};
+use delayq_core::protocol::Claimed;
+use delayq_core::AckError;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 

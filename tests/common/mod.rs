@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use delayq_core::{Envelope, MessageId, Producer, TopicKeys};
+use delayq_core::protocol::{Envelope, TopicKeys};
+use delayq_core::{MessageId, Producer};
 use delayq_dev::RedisServer;
 
 pub async fn producer(server: &RedisServer) -> Producer {

@@ -1,14 +1,14 @@
 -- ack.lua: finished deliveries leave `inflight` and their envelopes are deleted.
--- KEYS[1] inflight   KEYS[2] msg
--- ARGV: pairs of id, delivery token
+-- KEYS, ARGV[1]: as in prelude.lua
+-- from ARGV[2]: pairs of id, delivery token
 -- Returns one integer per pair: 1 acked, 0 stale (that delivery no longer owns the message).
 local ids, tokens = {}, {}
-for i = 1, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
   tokens[#tokens + 1] = tonumber(ARGV[i + 1])
 end
-local deadlines = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-local raws = redis.call('HMGET', KEYS[2], unpack(ids))
+local deadlines = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+local raws = redis.call('HMGET', KEYS[3], unpack(ids))
 local out, done = {}, {}
 for i, id in ipairs(ids) do
   if deadlines[i] and token_of(raws[i]) == tokens[i] then
@@ -19,7 +19,7 @@ for i, id in ipairs(ids) do
   end
 end
 if #done > 0 then
-  redis.call('ZREM', KEYS[1], unpack(done))
-  redis.call('HDEL', KEYS[2], unpack(done))
+  redis.call('ZREM', KEYS[2], unpack(done))
+  redis.call('HDEL', KEYS[3], unpack(done))
 end
 return out

@@ -1,11 +1,11 @@
 -- cancel.lua: remove a message that has not started.
--- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
--- ARGV[1] id
--- Returns 'removed' (it was delayed or dead), 'inflight' (claimed right now; left alone) or
--- 'notfound' (unknown, or already done).
-local id = ARGV[1]
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] id
+-- Returns 'removed' (it was delayed), 'inflight' (claimed right now; left alone) or
+-- 'notfound' (unknown, already done, or dead: dead letters go through purge_dead).
+local id = ARGV[2]
 if redis.call('ZSCORE', KEYS[2], id) then return 'inflight' end
-if redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[4], id) > 0 then
+if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
   return 'removed'
 end

@@ -1,11 +1,11 @@
 -- claim_due.lua: due messages move from `delayed` to `inflight` with an ack deadline.
--- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
--- ARGV[1] wake channel   ARGV[2] max count   ARGV[3] lease ms (deadline = now + lease)
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] max count   ARGV[3] lease ms (deadline = now + lease)
 -- Returns { now_us, next_due_ms or -1, id1, envelope1, id2, envelope2, ... } (now in
--- microseconds, so a boss can sleep to the due time precisely); attempt and
--- deliveries in each returned envelope are already incremented. An id whose envelope is
--- missing comes back with 'orphan' (dropped); one that does not parse with 'corrupt'
--- (moved to the dead letters untouched).
+-- microseconds, so a boss can sleep to the due time precisely); attempt is incremented and
+-- the token is the claim's own in each returned envelope. An id whose envelope is missing
+-- comes back with 'orphan' (dropped); one that does not parse with 'corrupt' (moved to the
+-- dead letters untouched).
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
@@ -16,9 +16,13 @@ if #ids > 0 then
   -- ZRANGEBYSCORE from -inf returned ranks 0 .. #ids-1: remove exactly those in one call.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
+  -- One token per id from the topic's counter (ids that turn out undeliverable leave gaps;
+  -- tokens need only be unique and increasing).
+  local token = redis.call('INCRBY', KEYS[5], #ids) - #ids
   local scores, envelopes, corrupt = {}, {}, {}
   for i, id in ipairs(ids) do
-    local env = bump(raws[i])
+    token = token + 1
+    local env = bump(raws[i], token)
     if env then
       scores[#scores + 1] = deadline
       scores[#scores + 1] = id
@@ -41,7 +45,7 @@ if #ids > 0 then
     redis.call('HSET', KEYS[3], unpack(envelopes))
   end
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
-  if inflight_was_empty and #scores > 0 then wake(ARGV[1], 'i') end
+  if inflight_was_empty and #scores > 0 then wake(WAKE_BACK) end
 end
 out[2] = head_score(KEYS[1])
 return out

@@ -1,13 +1,16 @@
 -- extend.lua: push the ack deadline of running deliveries out (lease renewal, Ack::extend).
--- KEYS[1] inflight   KEYS[2] msg
--- ARGV[1] lease ms (new deadline = now + lease), then pairs of id, delivery token
--- Returns one integer per pair: 1 extended, 0 stale.
-local deadline = now_ms() + tonumber(ARGV[1])
+-- A deadline is never moved earlier: a user's `extend(10 min)` survives the runtime's
+-- shorter lease renewals.
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] lease ms (new deadline = now + lease, unless it is already later), then pairs of
+-- id, delivery token
+-- Returns one integer per pair: 1 owned (deadline now at least that late), 0 stale.
+local deadline = now_ms() + tonumber(ARGV[2])
 local out = {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  if owned_raw(KEYS[1], KEYS[2], id, ARGV[i + 1]) then
-    redis.call('ZADD', KEYS[1], 'XX', deadline, id)
+  if owned_raw(id, ARGV[i + 1]) then
+    redis.call('ZADD', KEYS[2], 'XX', 'GT', deadline, id)
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -1,28 +1,28 @@
 -- nack.lua: a failed delivery goes back to `delayed` after a backoff, or to `dead` once it has
 -- used max_attempts (or at once when the caller dead-letters it).
--- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
--- ARGV[1] wake channel   ARGV[2] id   ARGV[3] delivery token   ARGV[4] backoff ms
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] id   ARGV[3] delivery token   ARGV[4] backoff ms
 -- ARGV[5] error text (kept as last_error)   ARGV[6] default max_attempts
 -- ARGV[7] dead reason: '' to retry while attempts remain, else dead-letter now with it
 -- Returns 'retry', 'dead' or 'stale'.
 local id = ARGV[2]
-local m = owned(KEYS[2], KEYS[3], id, ARGV[3])
+local m = owned(id, ARGV[3])
 if not m then return 'stale' end
 local now = now_ms()
 redis.call('ZREM', KEYS[2], id)
 m.err = ARGV[5]
 local max = max_attempts(m, ARGV[6])
 if ARGV[7] ~= '' then
-  bury(KEYS[4], KEYS[3], id, m, ARGV[7], now)
+  bury(id, m, ARGV[7], now)
   return 'dead'
 end
 if m.attempt >= max then
-  bury(KEYS[4], KEYS[3], id, m, string.format('failed %d of max_attempts %d', m.attempt, max), now)
+  bury(id, m, string.format('failed %d of max_attempts %d', m.attempt, max), now)
   return 'dead'
 end
 local old_head = head_score(KEYS[1])
 m.due = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[3], id, encode(m))
 redis.call('ZADD', KEYS[1], m.due, id)
-if old_head == -1 or m.due < old_head then wake(ARGV[1], 'd') end
+if old_head == -1 or m.due < old_head then wake(WAKE_BOSS) end
 return 'retry'

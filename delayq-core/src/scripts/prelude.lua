@@ -1,12 +1,21 @@
 -- prelude.lua: shared by every delayq script (prepended when the script is loaded).
 --
+-- Every script of a topic takes the same keys, in this order:
+--   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
+-- and ARGV[1] is the topic's wake channel. Each script's own arguments follow from ARGV[2].
+--
 -- Envelope, the value stored in ns:{t}:msg under a message id:
---   "1 <attempt> <deliveries> <max_attempts> <enqueued_ms> <due_ms> <err_len> <reason_len>\n"
+--   "1 <attempt> <token> <max_attempts> <enqueued_ms> <due_ms> <err_len> <reason_len>\n"
 --   .. last_error .. dead_reason .. payload
--- attempt:    handler runs that counted (a clean shutdown hands one back)
--- deliveries: claims ever made; the fence token a delivery must present to ack/nack/extend
+-- attempt:  handler runs that counted (a clean shutdown hands one back)
+-- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
+--           so it is unique in the topic for all time, even when an id is sent again after an
+--           ack; a delivery must present it to ack/nack/extend/release. 0 = never claimed.
 -- max_attempts: 0 means "the listener's default"
 -- Times are milliseconds on the Redis server's clock.
+--
+-- Line numbers: this prelude is prepended to each script, so a Lua error in a script reports
+-- a line number this file's line count higher than the line in the script's own file.
 
 local function now_us()
   local t = redis.call('TIME')
@@ -28,7 +37,7 @@ local function decode(raw)
   rl = tonumber(rl)
   if nl + el + rl > #raw then return nil end
   return {
-    attempt = tonumber(a), deliveries = tonumber(d), max = tonumber(m),
+    attempt = tonumber(a), token = tonumber(d), max = tonumber(m),
     enq = tonumber(e), due = tonumber(due),
     err = string.sub(raw, nl + 1, nl + el),
     reason = string.sub(raw, nl + el + 1, nl + el + rl),
@@ -37,7 +46,7 @@ local function decode(raw)
 end
 
 local function encode(m)
-  return string.format('1 %d %d %d %d %d %d %d\n', m.attempt, m.deliveries, m.max, m.enq, m.due,
+  return string.format('1 %d %d %d %d %d %d %d\n', m.attempt, m.token, m.max, m.enq, m.due,
     #m.err, #m.reason) .. m.err .. m.reason .. m.payload
 end
 
@@ -48,41 +57,45 @@ local function head_score(key)
   return -1
 end
 
--- The delivery token (deliveries) of an envelope, read from its header alone; nil when the
--- header does not parse.
+-- The delivery token of an envelope, read from its header alone; nil when the header does
+-- not parse.
 local function token_of(raw)
   if type(raw) ~= 'string' then return nil end
   return tonumber(string.match(raw, '^1 %d+ (%d+) '))
 end
 
--- The envelope with attempt and deliveries one higher (a new claim), rewriting only the
+-- The envelope of a new claim: attempt one higher and the claim's token, rewriting only the
 -- header; nil when the header does not parse.
-local function bump(raw)
+local function bump(raw, token)
   if type(raw) ~= 'string' then return nil end
-  local a, d, rest, body = string.match(raw, '^1 (%d+) (%d+) (%d+ %d+ %d+ %d+ %d+\n)()')
+  local a, rest, body = string.match(raw, '^1 (%d+) %d+ (%d+ %d+ %d+ %d+ %d+\n)()')
   if not a then return nil end
-  return string.format('1 %d %d ', a + 1, d + 1) .. rest .. string.sub(raw, body)
+  return string.format('1 %d %d ', a + 1, token) .. rest .. string.sub(raw, body)
 end
 
 -- The raw envelope of `id` when the delivery holding `token` still owns it (it is in flight
 -- and no later claim happened), else nil. Reads only the header.
-local function owned_raw(inflight, msg, id, token)
-  if not redis.call('ZSCORE', inflight, id) then return nil end
-  local raw = redis.call('HGET', msg, id)
+local function owned_raw(id, token)
+  if not redis.call('ZSCORE', KEYS[2], id) then return nil end
+  local raw = redis.call('HGET', KEYS[3], id)
   if token_of(raw) == tonumber(token) then return raw end
   return nil
 end
 
 -- The same, decoded, for scripts that rewrite the envelope.
-local function owned(inflight, msg, id, token)
-  local raw = owned_raw(inflight, msg, id, token)
+local function owned(id, token)
+  local raw = owned_raw(id, token)
   if raw then return decode(raw) end
   return nil
 end
 
--- Tell sleeping bosses (kind 'd') or back pools (kind 'i') that a head moved earlier.
-local function wake(channel, kind)
-  redis.call('PUBLISH', channel, kind)
+-- What a wake-up tells the runtime (its Rust twins are in scripts.rs).
+local WAKE_BOSS = 'd' -- the head of `delayed` moved earlier: the boss looks again
+local WAKE_BACK = 'i' -- a claim landed in an empty `inflight`: the back pool schedules it
+
+-- Publishes a wake-up of `kind` on the topic's wake channel (ARGV[1]).
+local function wake(kind)
+  redis.call('PUBLISH', ARGV[1], kind)
 end
 
 local function max_attempts(m, default)
@@ -91,8 +104,8 @@ local function max_attempts(m, default)
 end
 
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg.
-local function bury(keys_dead, keys_msg, id, m, reason, now)
+local function bury(id, m, reason, now)
   m.reason = reason
-  redis.call('HSET', keys_msg, id, encode(m))
-  redis.call('ZADD', keys_dead, now, id)
+  redis.call('HSET', KEYS[3], id, encode(m))
+  redis.call('ZADD', KEYS[4], now, id)
 end

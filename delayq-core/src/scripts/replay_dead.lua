@@ -1,27 +1,36 @@
 -- replay_dead.lua: dead letters go back to `delayed`, due now, with a fresh attempt count.
--- KEYS[1] delayed   KEYS[2] msg   KEYS[3] dead
--- ARGV[1] wake channel   ARGV[2] 'one' or 'oldest'
--- ARGV[3] the id (for 'one'), or how many dead letters to look at (for 'oldest')
--- ARGV[4] for 'oldest': how many of the oldest to pass over (those left dead by earlier calls)
--- Returns { replayed, left dead }. A dead letter whose envelope does not parse stays dead.
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] 'one' or 'oldest'
+-- 'one':    ARGV[3] the id
+-- 'oldest': ARGV[3] how many dead letters to look at   ARGV[4] how many of the oldest to pass
+--           over (those left dead by earlier calls)   ARGV[5] the cutoff: only letters that
+--           died at or before it (ms) are replayed; '' on the first call, which uses now.
+--           A replay of all thus replays what was dead when it started, even while replayed
+--           messages die again.
+-- Returns { replayed, left dead, cutoff ms, letters dead at or before the cutoff before this
+-- call replayed any }.
+-- A dead letter whose envelope does not parse stays dead.
+local now = now_ms()
 local ids
+local cutoff = now
 if ARGV[2] == 'one' then
   ids = { ARGV[3] }
 else
+  if ARGV[5] ~= '' then cutoff = tonumber(ARGV[5]) end
   local skip = tonumber(ARGV[4])
-  ids = redis.call('ZRANGE', KEYS[3], skip, skip + tonumber(ARGV[3]) - 1)
+  ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', cutoff, 'LIMIT', skip, tonumber(ARGV[3]))
 end
-local now = now_ms()
+local before = redis.call('ZCOUNT', KEYS[4], '-inf', cutoff)
 local n, left = 0, 0
 for _, id in ipairs(ids) do
-  if redis.call('ZSCORE', KEYS[3], id) then
-    local m = decode(redis.call('HGET', KEYS[2], id))
+  if redis.call('ZSCORE', KEYS[4], id) then
+    local m = decode(redis.call('HGET', KEYS[3], id))
     if m then
       m.attempt = 0
       m.reason = ''
       m.due = now
-      redis.call('HSET', KEYS[2], id, encode(m))
-      redis.call('ZREM', KEYS[3], id)
+      redis.call('HSET', KEYS[3], id, encode(m))
+      redis.call('ZREM', KEYS[4], id)
       redis.call('ZADD', KEYS[1], now, id)
       n = n + 1
     else
@@ -29,5 +38,5 @@ for _, id in ipairs(ids) do
     end
   end
 end
-if n > 0 then wake(ARGV[1], 'd') end
-return { n, left }
+if n > 0 then wake(WAKE_BOSS) end
+return { n, left, cutoff, before }

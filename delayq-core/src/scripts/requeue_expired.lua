@@ -1,7 +1,7 @@
 -- requeue_expired.lua: deliveries whose ack deadline passed go back to `delayed`, due now, or
 -- to `dead` when they have used max_attempts.
--- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
--- ARGV[1] wake channel   ARGV[2] max count   ARGV[3] default max_attempts
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] max count   ARGV[3] default max_attempts
 -- Returns { requeued, dead, next deadline ms or -1, now ms }.
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
@@ -14,7 +14,7 @@ for _, id in ipairs(ids) do
     local max = max_attempts(m, ARGV[3])
     m.err = 'ack deadline passed'
     if m.attempt >= max then
-      bury(KEYS[4], KEYS[3], id, m,
+      bury(id, m,
         string.format('ack deadline passed on attempt %d of max_attempts %d', m.attempt, max), now)
       dead = dead + 1
     else
@@ -27,5 +27,5 @@ for _, id in ipairs(ids) do
     dead = dead + 1
   end
 end
-if requeued > 0 then wake(ARGV[1], 'd') end
+if requeued > 0 then wake(WAKE_BOSS) end
 return { requeued, dead, head_score(KEYS[2]), now }

@@ -1,17 +1,17 @@
 -- reschedule.lua: move a delayed message to a new due time.
--- KEYS[1] delayed   KEYS[2] msg
--- ARGV[1] wake channel   ARGV[2] id   ARGV[3] when_kind ('delay' ms or 'at' unix ms)   ARGV[4] when
+-- KEYS, ARGV[1]: as in prelude.lua
+-- ARGV[2] id   ARGV[3] when_kind ('delay' ms or 'at' unix ms)   ARGV[4] when
 -- Returns 1 when moved, 0 when the message is not delayed (unknown, in flight, dead or done).
 local id = ARGV[2]
 if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
-local m = decode(redis.call('HGET', KEYS[2], id))
-if not m then return redis.error_reply('delayq: envelope of ' .. id .. ' in ' .. KEYS[2] .. ' does not parse') end
+local m = decode(redis.call('HGET', KEYS[3], id))
+if not m then return redis.error_reply('delayq: envelope of ' .. id .. ' in ' .. KEYS[3] .. ' does not parse') end
 local now = now_ms()
 local due = tonumber(ARGV[4])
 if ARGV[3] == 'delay' then due = now + due end
 local old_head = head_score(KEYS[1])
 m.due = due
-redis.call('HSET', KEYS[2], id, encode(m))
+redis.call('HSET', KEYS[3], id, encode(m))
 redis.call('ZADD', KEYS[1], due, id)
-if due < old_head then wake(ARGV[1], 'd') end
+if due < old_head then wake(WAKE_BOSS) end
 return 1

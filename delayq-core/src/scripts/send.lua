@@ -1,7 +1,6 @@
 -- send.lua: new messages enter `delayed` (one call for one message or a whole batch).
--- KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead
--- ARGV[1] wake channel
--- then 6 per message: id, mode, when_kind, when, max_attempts, payload
+-- KEYS, ARGV[1]: as in prelude.lua
+-- then 6 per message from ARGV[2]: id, mode, when_kind, when, max_attempts, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
@@ -14,12 +13,8 @@ for i = 2, #ARGV, 6 do
   local id, mode, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local due = tonumber(ARGV[i + 3])
   if kind == 'delay' then due = now + due end
-  local deliveries = 0
   local outcome = 'created'
-  local existing = redis.call('HGET', KEYS[3], id)
-  if existing then
-    local m = decode(existing)
-    if m then deliveries = m.deliveries end
+  if redis.call('HEXISTS', KEYS[3], id) == 1 then
     if redis.call('ZSCORE', KEYS[2], id) then
       outcome = 'duplicate'
     elseif redis.call('ZSCORE', KEYS[1], id) then
@@ -30,7 +25,9 @@ for i = 2, #ARGV, 6 do
     end
   end
   if outcome ~= 'duplicate' then
-    local m = { attempt = 0, deliveries = deliveries, max = tonumber(ARGV[i + 4]), enq = now,
+    -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
+    -- when this id was acked, cancelled or purged and is now sent again.
+    local m = { attempt = 0, token = 0, max = tonumber(ARGV[i + 4]), enq = now,
       due = due, err = '', reason = '', payload = ARGV[i + 5] }
     redis.call('HSET', KEYS[3], id, encode(m))
     redis.call('ZADD', KEYS[1], due, id)
@@ -41,6 +38,6 @@ end
 -- Wake the bosses when this send moved the head earlier, or when the head is already due
 -- (then a boss may not know of it: a wake-up lost in a reconnect, or a foreign write).
 if earliest ~= -1 and (old_head == -1 or earliest < old_head or old_head <= now) then
-  wake(ARGV[1], 'd')
+  wake(WAKE_BOSS)
 end
 return out
