@@ -45,7 +45,8 @@ async fn main() -> Result<(), delayq_runtime::Error> {
         .namespace(&namespace)
         .spawn()
         .await?;
-    let producer = Producer::connect(&url).await?.with_namespace(&namespace)?;
+    // The runtime's own producer: same Redis, same namespace.
+    let producer: Producer = runtime.producer();
     let jobs = (1..=6).map(|n| (Job { n }, Duration::from_millis(200)));
     producer.send_batch("example.jobs", jobs).await?;
 

@@ -28,7 +28,8 @@ async fn main() -> Result<(), delayq_runtime::Error> {
         .namespace(&namespace)
         .spawn()
         .await?;
-    let producer = Producer::connect(&url).await?.with_namespace(&namespace)?;
+    // The runtime's own producer: same Redis, same namespace.
+    let producer: Producer = runtime.producer();
 
     for order_id in 1..=3 {
         // The order id as message id: placing the same order twice schedules one timeout.

@@ -14,8 +14,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod consumer;
+mod proxy;
+
+pub use consumer::{read_ledger, ConsumerProcess, LedgerLine};
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;
+pub use proxy::BlackholeProxy;
+
+/// Sends `sig` to process `pid`: the one place the test kit calls kill(2).
+pub fn signal_pid(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory effects; callers pass pids of children they started and
+    // have not reaped, so the pid cannot belong to another process.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
 
 const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install -y redis-server`; macOS: `brew install redis`) and run the tests again";
 
@@ -273,10 +287,7 @@ impl RedisServer {
 
     fn signal(&self, sig: libc::c_int) {
         if let Some(pid) = self.pid() {
-            // SAFETY: kill(2) on the pid of a child this value owns and has not reaped.
-            unsafe {
-                libc::kill(pid as libc::pid_t, sig);
-            }
+            signal_pid(pid, sig);
         }
     }
 

@@ -5,11 +5,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{consumer_process, drained, producer, signal, sleep_ms};
-use delayq_dev::RedisServer;
+use common::{drained, producer, sleep_ms};
+use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 const MESSAGES: u64 = 20_000;
 const CONSUMERS: usize = 4;
@@ -24,9 +23,8 @@ async fn killing_consumers_at_random_loses_no_message() {
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
 
-    let mut consumers: Vec<Child> = (0..CONSUMERS)
-        .map(|_| consumer_process(&server, &ledger, HANDLER_MS))
-        .collect();
+    let start = || ConsumerProcess::start(&server.url(), &ledger, HANDLER_MS);
+    let mut consumers: Vec<ConsumerProcess> = (0..CONSUMERS).map(|_| start()).collect();
     let mut rng = fastrand::Rng::with_seed(7);
     let items: Vec<_> = (0..MESSAGES)
         .map(|n| (n, Duration::from_millis(rng.u64(0..3000))))
@@ -40,29 +38,20 @@ async fn killing_consumers_at_random_loses_no_message() {
     while Instant::now() < chaos_until {
         sleep_ms(300).await;
         let victim = rng.usize(0..CONSUMERS);
-        consumers[victim].kill().unwrap(); // SIGKILL
-        consumers[victim].wait().unwrap();
-        consumers[victim] = consumer_process(&server, &ledger, HANDLER_MS);
+        consumers[victim].kill9();
+        consumers[victim] = start();
         kills += 1;
     }
 
     // Claims of killed consumers come back after their 5 s ack deadline.
     let counts = drained(&p, "proc.work", Duration::from_secs(60)).await;
-    for mut c in consumers {
-        signal(&c, libc::SIGTERM);
-        c.wait().unwrap();
+    for c in consumers {
+        c.stop();
     }
 
-    let text = std::fs::read_to_string(&ledger).unwrap();
     let mut handled: HashMap<u64, u32> = HashMap::new();
-    for line in text.lines() {
-        let n: u64 = line
-            .split(' ')
-            .next()
-            .and_then(|f| f.parse().ok())
-            .filter(|_| line.split(' ').count() == 3)
-            .unwrap_or_else(|| panic!("torn ledger line {line:?}"));
-        *handled.entry(n).or_default() += 1;
+    for line in read_ledger(&ledger) {
+        *handled.entry(line.payload).or_default() += 1;
     }
     let lost: Vec<u64> = (0..MESSAGES).filter(|n| !handled.contains_key(n)).collect();
     let duplicates: u32 = handled.values().map(|c| c - 1).sum();

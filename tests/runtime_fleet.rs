@@ -184,5 +184,16 @@ async fn ten_idle_listeners_issue_almost_no_commands() {
         issued * 20 <= old_design,
         "{issued} commands is not far below {old_design}"
     );
+    // The only traffic of an idle runtime is the wake-up connection's keepalive PING (one
+    // every 15 s per runtime, not per topic).
+    let others: Vec<_> = calls
+        .iter()
+        .filter(|(name, _)| !name.starts_with("config") && name.as_str() != "ping")
+        .collect();
+    assert!(
+        others.is_empty(),
+        "idle commands other than PING: {others:?}"
+    );
+    assert!(calls.get("ping").copied().unwrap_or(0) <= 1, "{calls:?}");
     rt.shutdown().await.unwrap();
 }

@@ -5,31 +5,16 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{consumer_process, drained, envelope, producer, signal, sleep_ms, state};
-use delayq_dev::RedisServer;
-
-fn stop(mut child: Child) {
-    signal(&child, libc::SIGCONT);
-    signal(&child, libc::SIGTERM);
-    child.wait().unwrap();
-}
+use common::{drained, envelope, producer, sleep_ms, state};
+use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 /// Ledger lines as (payload, attempt, pid).
 fn ledger_lines(path: &std::path::Path) -> Vec<(u64, u32, u32)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-            )
-        })
+    read_ledger(path)
+        .into_iter()
+        .map(|l| (l.payload, l.attempt, l.pid))
         .collect()
 }
 
@@ -47,16 +32,16 @@ async fn a_live_handler_taking_3x_its_ack_timeout_is_not_redelivered() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
-    let a = consumer_process(&server, &ledger, 3_000);
-    let b = consumer_process(&server, &ledger, 3_000);
+    let a = ConsumerProcess::start(&server.url(), &ledger, 3_000);
+    let b = ConsumerProcess::start(&server.url(), &ledger, 3_000);
     p.send("proc.slow", &1u64, Duration::ZERO).await.unwrap();
     drained(&p, "proc.slow", Duration::from_secs(20)).await;
     sleep_ms(1_500).await;
     let lines = ledger_lines(&ledger);
     assert_eq!(lines.len(), 1, "handled more than once: {lines:?}");
     assert_eq!(lines[0].1, 1, "first attempt");
-    stop(a);
-    stop(b);
+    a.stop();
+    b.stop();
 }
 
 #[tokio::test]
@@ -66,18 +51,18 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
     let ledger = dir.path().join("ledger");
     let p = producer(&server).await;
 
-    let a = consumer_process(&server, &ledger, 3_000);
+    let a = ConsumerProcess::start(&server.url(), &ledger, 3_000);
     let id = p.send("proc.slow", &7u64, Duration::ZERO).await.unwrap();
     wait_until(Duration::from_secs(10), "consumer A to claim", || {
         state(&server, "proc.slow", &id) == "inflight"
     })
     .await;
-    signal(&a, libc::SIGSTOP);
+    a.freeze();
     let first = envelope(&server, "proc.slow", &id).unwrap();
     assert_eq!(first.token, 1);
 
     // B handles slowly too, so the redelivered copy is still in flight when A thaws.
-    let b = consumer_process(&server, &ledger, 4_000);
+    let b = ConsumerProcess::start(&server.url(), &ledger, 4_000);
     wait_until(
         Duration::from_secs(10),
         "consumer B to claim the redelivery",
@@ -86,11 +71,11 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
     .await;
     assert_eq!(envelope(&server, "proc.slow", &id).unwrap().attempt, 2);
 
-    signal(&a, libc::SIGCONT);
+    a.thaw();
     // A's handler finishes at once (its sleep ran out while frozen), writes the ledger, and
     // its ack is refused.
     wait_until(Duration::from_secs(10), "A's late handling", || {
-        ledger_lines(&ledger).iter().any(|l| l.2 == a.id())
+        ledger_lines(&ledger).iter().any(|l| l.2 == a.pid())
     })
     .await;
     sleep_ms(300).await;
@@ -103,11 +88,11 @@ async fn a_frozen_consumer_loses_the_message_and_its_late_ack_is_stale() {
 
     drained(&p, "proc.slow", Duration::from_secs(20)).await;
     let lines = ledger_lines(&ledger);
-    let by_a: Vec<_> = lines.iter().filter(|l| l.2 == a.id()).collect();
-    let by_b: Vec<_> = lines.iter().filter(|l| l.2 == b.id()).collect();
+    let by_a: Vec<_> = lines.iter().filter(|l| l.2 == a.pid()).collect();
+    let by_b: Vec<_> = lines.iter().filter(|l| l.2 == b.pid()).collect();
     assert_eq!((by_a.len(), by_b.len()), (1, 1), "{lines:?}");
     assert_eq!((by_a[0].1, by_b[0].1), (1, 2), "attempts");
     assert_eq!(p.counts("proc.slow").await.unwrap().dead, 0);
-    stop(a);
-    stop(b);
+    a.stop();
+    b.stop();
 }

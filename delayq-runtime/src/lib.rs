@@ -37,6 +37,10 @@
 //! when an earlier message arrives) and claims as many due messages as there are free worker
 //! slots; **workers** run handlers, renewing their lease; the **back** pool re-delivers claims
 //! whose ack deadline passed, scheduled by the earliest deadline.
+//!
+//! Logs go through `tracing` with constant messages and the values as fields: `topic`, `id`,
+//! `attempt` (on the `delayq.handle` span), `error` for a failure's text, `reason` for why a
+//! message was dead-lettered or not delivered, `count` for how many.
 #![warn(missing_docs)]
 
 // Lets the code #[delay_listener] generates (`::delayq_runtime::...`) compile in this crate's

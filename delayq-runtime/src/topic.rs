@@ -168,7 +168,7 @@ impl TopicRuntime {
                 }
             };
             for (id, why) in &batch.undeliverable {
-                tracing::error!(topic = %self.name, %id, "claimed a message that cannot be delivered: {why}");
+                tracing::error!(topic = %self.name, %id, reason = %why, "claimed a message that cannot be delivered");
             }
             let got = batch.claimed.len() + batch.undeliverable.len();
             for claimed in batch.claimed {

@@ -42,7 +42,8 @@ where
             }
             Err(AckError::Stale) => {
                 tracing::warn!(
-                    "{what} not applied: the ack deadline passed and the message was delivered again"
+                    settle = what,
+                    "ack not applied: this delivery is stale (its ack deadline passed and the message was delivered again)"
                 );
                 return;
             }

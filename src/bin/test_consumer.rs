@@ -26,12 +26,12 @@ async fn handle(msg: Message<u64>) -> Result<(), String> {
         .append(true)
         .open(&path)
         .map_err(|e| format!("open {path}: {e}"))?;
-    let line = format!(
-        "{} {} {}\n",
-        msg.payload(),
-        msg.attempt(),
-        std::process::id()
-    );
+    let line = delayq_dev::LedgerLine {
+        payload: *msg.payload(),
+        attempt: msg.attempt(),
+        pid: std::process::id(),
+    }
+    .format();
     // One write call per line: a process killed mid-way never leaves half a line.
     ledger.write_all(line.as_bytes()).map_err(|e| e.to_string())
 }

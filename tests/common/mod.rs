@@ -147,28 +147,3 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
-
-/// Starts the `delayq-test-consumer` process (see `src/bin/test_consumer.rs`) against
-/// `server`, recording handled messages in `ledger`; its handlers take `handler_ms`.
-pub fn consumer_process(
-    server: &RedisServer,
-    ledger: &std::path::Path,
-    handler_ms: u64,
-) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_delayq-test-consumer"))
-        .env("DELAYQ_REDIS_URL", server.url())
-        .env("DELAYQ_TEST_LEDGER", ledger)
-        .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
-        .env("RUST_LOG", "error")
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("start the test consumer")
-}
-
-/// Sends `sig` to a child process this test started.
-pub fn signal(child: &std::process::Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
-    }
-}

@@ -1,0 +1,185 @@
+//! A real consumer process for tests that kill, signal or freeze consumers: the
+//! `delayq-test-consumer` binary (`src/bin/test_consumer.rs`), and the ledger it writes, one
+//! line per handled message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// One handled message, as a consumer process records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerLine {
+    /// The message's payload (the tests send integers).
+    pub payload: u64,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// The process that handled it.
+    pub pid: u32,
+}
+
+impl LedgerLine {
+    /// The line as written: `<payload> <attempt> <pid>\n`.
+    pub fn format(&self) -> String {
+        format!("{} {} {}\n", self.payload, self.attempt, self.pid)
+    }
+
+    /// Parses one line; `None` for a torn or foreign line.
+    pub fn parse(line: &str) -> Option<LedgerLine> {
+        let mut f = line.split(' ');
+        let line = LedgerLine {
+            payload: f.next()?.parse().ok()?,
+            attempt: f.next()?.parse().ok()?,
+            pid: f.next()?.parse().ok()?,
+        };
+        f.next().is_none().then_some(line)
+    }
+}
+
+/// Every line of a ledger (none when it does not exist yet); panics on a torn line, which a
+/// consumer never writes (one `write` per line).
+pub fn read_ledger(path: &Path) -> Vec<LedgerLine> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| LedgerLine::parse(l).unwrap_or_else(|| panic!("torn ledger line {l:?}")))
+        .collect()
+}
+
+/// The test consumer binary: next to the test binary's `deps/` folder, where cargo builds
+/// the package's binaries for its integration tests.
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("DELAYQ_TEST_CONSUMER_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    dir.join(format!(
+        "delayq-test-consumer{}",
+        std::env::consts::EXE_SUFFIX
+    ))
+}
+
+/// A running `delayq-test-consumer`. Its listeners: `proc.work` (ack_timeout 5 s) and
+/// `proc.slow` (ack_timeout 1 s); each handler sleeps `handler_ms`, then appends a
+/// [`LedgerLine`]. Dropping it kills the process by its pid.
+#[derive(Debug)]
+pub struct ConsumerProcess {
+    child: Option<Child>,
+    log: Option<PathBuf>,
+}
+
+impl ConsumerProcess {
+    /// Starts one against `redis_url`, recording in `ledger`; handlers take `handler_ms`.
+    /// It logs errors only, to the test's stderr.
+    pub fn start(redis_url: &str, ledger: &Path, handler_ms: u64) -> ConsumerProcess {
+        Self::spawn(redis_url, ledger, handler_ms, None)
+    }
+
+    /// The same, logging at WARN into `log` (read it with [`log_text`](Self::log_text)).
+    pub fn start_logging(
+        redis_url: &str,
+        ledger: &Path,
+        handler_ms: u64,
+        log: &Path,
+    ) -> ConsumerProcess {
+        Self::spawn(redis_url, ledger, handler_ms, Some(log))
+    }
+
+    fn spawn(redis_url: &str, ledger: &Path, handler_ms: u64, log: Option<&Path>) -> Self {
+        let mut cmd = Command::new(binary());
+        cmd.env("DELAYQ_REDIS_URL", redis_url)
+            .env("DELAYQ_TEST_LEDGER", ledger)
+            .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
+            .env("RUST_LOG", if log.is_some() { "warn" } else { "error" })
+            .stdin(Stdio::null());
+        if let Some(log) = log {
+            let file = std::fs::File::create(log).expect("create the consumer's log file");
+            cmd.stderr(file);
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start the test consumer {}: {e}", binary().display()));
+        ConsumerProcess {
+            child: Some(child),
+            log: log.map(Path::to_path_buf),
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Sends `sig` to it (while it has not been reaped).
+    pub fn signal(&self, sig: libc::c_int) {
+        if let Some(child) = &self.child {
+            crate::signal_pid(child.id(), sig);
+        }
+    }
+
+    /// Freezes it with SIGSTOP.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes it with SIGCONT.
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Kills it with SIGKILL, as a crash would, and reaps it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `sig` (thawing it first) and waits for it to exit.
+    pub fn stop_with(&mut self, sig: libc::c_int) -> Option<ExitStatus> {
+        self.thaw();
+        self.signal(sig);
+        self.child
+            .take()
+            .map(|mut c| c.wait().expect("wait for the consumer"))
+    }
+
+    /// Waits up to `limit` for it to exit on its own (say, after a signal); `None` when it is
+    /// still running then.
+    pub fn wait_exit(&mut self, limit: std::time::Duration) -> Option<ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Some(status) = child.try_wait().expect("poll the consumer") {
+                self.child = None;
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Stops it gracefully with SIGTERM and waits for it to exit.
+    pub fn stop(mut self) -> Option<ExitStatus> {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// What it logged so far (with [`start_logging`](Self::start_logging)).
+    pub fn log_text(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ConsumerProcess {
+    fn drop(&mut self) {
+        self.thaw();
+        self.kill9();
+    }
+}

@@ -1,0 +1,134 @@
+//! A TCP proxy for tests of silent network failures: it forwards loopback connections to a
+//! server and can black-hole the ones it holds, so they stay open and swallow every byte in
+//! both directions without a FIN or RST, as a NAT or load balancer does when it forgets an
+//! idle flow. Connections made after that are forwarded normally.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One proxied connection: both sockets, and whether it is black-holed.
+struct Flow {
+    client: TcpStream,
+    server: TcpStream,
+    dark: Arc<AtomicBool>,
+}
+
+/// A forwarding proxy on a free loopback port. Dropping it closes its listener and every
+/// connection it holds.
+pub struct BlackholeProxy {
+    port: u16,
+    flows: Arc<Mutex<Vec<Flow>>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for BlackholeProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlackholeProxy")
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlackholeProxy {
+    /// Forwards a free loopback port to `target_port` on 127.0.0.1.
+    pub fn start(target_port: u16) -> BlackholeProxy {
+        let listener =
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind the proxy's loopback port");
+        let port = listener.local_addr().expect("proxy address").port();
+        let flows: Arc<Mutex<Vec<Flow>>> = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let target = SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
+        {
+            let (flows, closed) = (flows.clone(), closed.clone());
+            std::thread::spawn(move || accept(listener, target, flows, closed));
+        }
+        BlackholeProxy {
+            port,
+            flows,
+            closed,
+        }
+    }
+
+    /// `redis://127.0.0.1:<proxy port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops forwarding on every connection open now, without closing any; new connections
+    /// are forwarded as before.
+    pub fn blackhole(&self) {
+        for flow in self.flows.lock().unwrap().iter() {
+            flow.dark.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// How many connections it has accepted so far.
+    pub fn connections(&self) -> usize {
+        self.flows.lock().unwrap().len()
+    }
+}
+
+fn accept(
+    listener: TcpListener,
+    target: SocketAddr,
+    flows: Arc<Mutex<Vec<Flow>>>,
+    closed: Arc<AtomicBool>,
+) {
+    for client in listener.incoming() {
+        if closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(client) = client else { continue };
+        let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(2)) else {
+            let _ = client.shutdown(Shutdown::Both);
+            continue;
+        };
+        let dark = Arc::new(AtomicBool::new(false));
+        let pump = |from: &TcpStream, to: &TcpStream| {
+            let (from, to, dark) = (from.try_clone(), to.try_clone(), dark.clone());
+            if let (Ok(from), Ok(to)) = (from, to) {
+                std::thread::spawn(move || forward(from, to, dark));
+            }
+        };
+        pump(&client, &server);
+        pump(&server, &client);
+        flows.lock().unwrap().push(Flow {
+            client,
+            server,
+            dark,
+        });
+    }
+}
+
+/// Copies `from` to `to` until either side closes; once `dark`, reads and discards.
+fn forward(mut from: TcpStream, mut to: TcpStream, dark: Arc<AtomicBool>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if dark.load(Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+impl Drop for BlackholeProxy {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees `closed`.
+        let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port));
+        for flow in self.flows.lock().unwrap().drain(..) {
+            let _ = flow.client.shutdown(Shutdown::Both);
+            let _ = flow.server.shutdown(Shutdown::Both);
+        }
+    }
+}
