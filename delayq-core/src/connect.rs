@@ -93,9 +93,7 @@ fn tcp_settings() -> TcpSettings {
         .with_time(KEEPALIVE_IDLE)
         .with_interval(KEEPALIVE_INTERVAL)
         .with_retries(KEEPALIVE_RETRIES);
-    let settings = TcpSettings::default()
-        .set_nodelay(true)
-        .set_keepalive(keepalive);
+    let settings = TcpSettings::default().set_keepalive(keepalive);
     #[cfg(target_os = "linux")]
     let settings = settings.set_user_timeout(USER_TIMEOUT);
     #[cfg(not(target_os = "linux"))]
