@@ -181,7 +181,16 @@ async fn bad_ids_and_options_are_rejected() {
         .send_with("t", &1, SendOptions::new().max_attempts(0))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "max_attempts",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(p.counts("t").await.unwrap().delayed, 0);
 }
 

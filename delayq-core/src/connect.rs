@@ -274,6 +274,8 @@ fn connect_error(url: &str, origin: UrlOrigin, source: RedisError) -> Error {
             origin,
             source,
         }
+    // The redis crate reports a rejected certificate as an I/O error whose text names it;
+    // there is no error kind for it, so the text is what tells TLS trouble apart.
     } else if url.starts_with("rediss://") && source.to_string().contains("certificate") {
         Error::Tls { url, source }
     } else {
@@ -334,6 +336,8 @@ fn is_auth_error(e: &RedisError) -> bool {
 /// Turns a failed call on `keys` into an [`Error`]; a WRONGTYPE is traced to the key that
 /// holds the foreign value, so the message can name it.
 pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
+    // Inside a script, a command's WRONGTYPE comes back as a script error whose code is the
+    // script's, with WRONGTYPE only in its text; so the text is checked too.
     if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {
         return Error::Redis(err);
     }

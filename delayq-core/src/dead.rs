@@ -1,13 +1,17 @@
-//! Dead letters as users see them.
+//! Dead letters as users see them, and the producer's calls that list, replay and purge them.
 
+use std::ops::Range;
 use std::time::SystemTime;
 
 use redis::Value;
 
+use crate::connect::invoke;
 use crate::envelope::{ms_to_time, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
+use crate::producer::Producer;
+use crate::scripts;
 
 /// A message that will not be delivered again unless replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +45,7 @@ fn bad(detail: impl std::fmt::Display) -> Error {
     Error::unexpected("dead_letters", &detail.to_string())
 }
 
-pub(crate) fn parse_page(keys: &TopicKeys, reply: Vec<Value>) -> Result<Vec<DeadLetter>> {
+fn parse_page(keys: &TopicKeys, reply: Vec<Value>) -> Result<Vec<DeadLetter>> {
     let mut out = Vec::with_capacity(reply.len() / 3);
     let mut it = reply.into_iter();
     while let (Some(id), Some(died), Some(env)) = (it.next(), it.next(), it.next()) {
@@ -85,4 +89,65 @@ pub(crate) fn parse_page(keys: &TopicKeys, reply: Vec<Value>) -> Result<Vec<Dead
         out.push(letter);
     }
     Ok(out)
+}
+
+/// Dead letters moved or deleted per script call, so no call blocks Redis for long.
+const DEAD_CHUNK: usize = 1_000;
+
+/// The dead-letter calls of API.md.
+impl Producer {
+    /// Dead letters of `topic`, oldest first, by index range (`0..100` for the first 100).
+    pub async fn dead_letters(&self, topic: &str, range: Range<usize>) -> Result<Vec<DeadLetter>> {
+        let keys = self.keys(topic)?;
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inv = scripts::dead_list(&keys, range.start, range.end - 1);
+        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
+        parse_page(&keys, reply)
+    }
+
+    /// Moves one dead letter back to due-now with a fresh attempt count; `false` when it is
+    /// not dead (or its envelope does not parse).
+    pub async fn replay_dead(&self, topic: &str, id: &MessageId) -> Result<bool> {
+        let keys = self.keys(topic)?;
+        let (replayed, _, _, _): (usize, usize, u64, usize) =
+            invoke(&self.conn, &keys, &scripts::replay_one(&keys, id)).await?;
+        Ok(replayed == 1)
+    }
+
+    /// Moves every dead letter of `topic` back to due-now; returns how many. It replays what
+    /// was dead when it started: messages that die again while it runs stay dead.
+    pub async fn replay_all_dead(&self, topic: &str) -> Result<usize> {
+        let keys = self.keys(topic)?;
+        let (mut replayed_total, mut left_dead) = (0, 0);
+        let (mut cutoff, mut budget) = (None, None);
+        loop {
+            let inv = scripts::replay_oldest(&keys, DEAD_CHUNK, left_dead, cutoff);
+            let (replayed, stayed, at, dead_then): (usize, usize, u64, usize) =
+                invoke(&self.conn, &keys, &inv).await?;
+            // The first call fixes the cutoff and how many letters were dead at it.
+            let budget = *budget.get_or_insert(dead_then);
+            cutoff = Some(at);
+            replayed_total += replayed;
+            left_dead += stayed;
+            if replayed + stayed < DEAD_CHUNK || replayed_total + left_dead >= budget {
+                return Ok(replayed_total);
+            }
+        }
+    }
+
+    /// Deletes every dead letter of `topic`; returns how many.
+    pub async fn purge_dead(&self, topic: &str) -> Result<usize> {
+        let keys = self.keys(topic)?;
+        let mut total = 0;
+        loop {
+            let n: usize =
+                invoke(&self.conn, &keys, &scripts::purge_dead(&keys, DEAD_CHUNK)).await?;
+            total += n;
+            if n < DEAD_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
 }

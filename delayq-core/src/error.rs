@@ -124,9 +124,21 @@ pub enum Error {
     /// The payload could not be serialized to JSON.
     #[error("cannot encode the payload as JSON: {0}")]
     Encode(#[from] serde_json::Error),
-    /// A send option or runtime setting that cannot be used.
+    /// A send option with a value that cannot be used. Nothing was sent.
+    #[error("invalid {option}: {reason}; nothing was sent")]
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// A runtime setting that cannot be used.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// One failure shared by several calls that went to Redis together (the runtime
+    /// coalesces the acks of a topic into one script call; when it fails, each ack gets it).
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
     /// The runtime stopped before the call could be made.
     #[error("the delayq runtime has stopped; the call was not made")]
     Stopped,
@@ -185,15 +197,11 @@ pub enum AckError {
     /// another delivery (or it was already settled). Nothing was changed.
     #[error("stale delivery: the message was redelivered or settled after this delivery's ack deadline; nothing was changed")]
     Stale,
-    /// Redis failed; the message stays claimed and is delivered again after its deadline.
+    /// The settle call itself failed (Redis unreachable or refusing, the runtime stopped);
+    /// nothing was changed, so the message stays claimed and is delivered again after its
+    /// deadline unless a retry of the call succeeds.
     #[error(transparent)]
-    Redis(#[from] Error),
-}
-
-impl From<redis::RedisError> for AckError {
-    fn from(e: redis::RedisError) -> Self {
-        AckError::Redis(Error::Redis(e))
-    }
+    Failed(#[from] Error),
 }
 
 /// Returns `url` with the password (if any) replaced by `***`, for error messages and logs.

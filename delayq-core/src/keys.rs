@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 /// The default namespace, overridden by `DELAYQ_NAMESPACE`.
 pub const DEFAULT_NAMESPACE: &str = "delayq";
 
+/// Topic names: `delayq-macros` checks the same rule at compile time for
+/// `#[delay_listener(topic = ...)]` (its validate.rs); keep the two in step.
 const MAX_TOPIC_LEN: usize = 128;
 const MAX_NAMESPACE_LEN: usize = 64;
 

@@ -19,6 +19,7 @@ mod keys;
 mod producer;
 mod queue;
 mod scripts;
+mod send_options;
 
 pub use connect::{UrlOrigin, DEFAULT_REDIS_URL, MIN_REDIS_VERSION};
 pub use dead::DeadLetter;
@@ -26,9 +27,8 @@ pub use envelope::MAX_DUE_MS;
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
 pub use keys::{validate_topic, DEFAULT_NAMESPACE};
-pub use producer::{
-    Cancelled, Producer, SendOptions, SendOutcome, TopicCounts, DEFAULT_MAX_PAYLOAD,
-};
+pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
+pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts};
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
 /// public API: it changes without notice.
@@ -39,7 +39,7 @@ pub mod protocol {
     pub use crate::error::redact_url;
     pub use crate::keys::{validate_namespace, TopicKeys};
     pub use crate::queue::{
-        ClaimBatch, Claimed, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
+        ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
     };
     pub use crate::scripts::{WAKE_BACK, WAKE_BOSS};
 

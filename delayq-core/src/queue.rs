@@ -10,18 +10,18 @@ use crate::envelope::{millis, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
-use crate::scripts::{on_topic, SCRIPTS};
+use crate::scripts::{self, Failure};
 
 /// One claimed delivery: the message and the fence token its acks must present.
 #[derive(Debug, Clone)]
-pub struct Claimed {
+pub struct Delivery {
     /// The message id.
     pub id: MessageId,
     /// The envelope, attempt already counting this delivery.
     pub envelope: Envelope,
 }
 
-impl Claimed {
+impl Delivery {
     /// The fence token of this delivery.
     pub fn token(&self) -> u64 {
         self.envelope.token
@@ -38,7 +38,7 @@ pub struct ClaimBatch {
     /// When the earliest message still delayed is due (ms), if any.
     pub next_due_ms: Option<u64>,
     /// The claimed deliveries.
-    pub claimed: Vec<Claimed>,
+    pub claimed: Vec<Delivery>,
     /// Claimed ids that cannot be delivered, with the reason: an envelope that does not parse
     /// (moved to the dead letters) or is missing (dropped).
     pub undeliverable: Vec<(MessageId, String)>,
@@ -78,17 +78,6 @@ pub struct TopicQueue {
 /// Ids one claim or ack call handles at most: the scripts pass them to single commands
 /// (`HMGET`, `ZADD`, ...) with `unpack`, which Lua limits to a few thousand values.
 pub const MAX_CLAIM_BATCH: usize = 1_000;
-
-/// Appends `(id, token)` pairs as script arguments.
-fn with_deliveries<'a>(
-    mut inv: ScriptInvocation<'a>,
-    deliveries: &[(MessageId, u64)],
-) -> ScriptInvocation<'a> {
-    for (id, token) in deliveries {
-        inv.arg(id.as_str()).arg(*token);
-    }
-    inv
-}
 
 fn int(v: &Value) -> Option<i64> {
     match v {
@@ -130,11 +119,11 @@ impl TopicQueue {
     pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
         let k = &self.keys;
         let reply: Vec<Value> = self
-            .invoke(
-                on_topic(&SCRIPTS.claim_due, k)
-                    .arg(max.clamp(1, MAX_CLAIM_BATCH))
-                    .arg(millis(lease)),
-            )
+            .invoke(&scripts::claim_due(
+                k,
+                max.clamp(1, MAX_CLAIM_BATCH),
+                millis(lease),
+            ))
             .await?;
         let mut it = reply.into_iter();
         let (Some(now), Some(next)) = (it.next(), it.next()) else {
@@ -162,7 +151,7 @@ impl TopicQueue {
                     batch.undeliverable.push((id, why.to_string()));
                 }
                 Value::BulkString(raw) => match Envelope::parse(&raw) {
-                    Ok(envelope) => batch.claimed.push(Claimed { id, envelope }),
+                    Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
                     Err(why) => batch.undeliverable.push((id, why)),
                 },
                 other => return Err(Error::unexpected("claim_due", &other)),
@@ -178,8 +167,7 @@ impl TopicQueue {
         let mut acked = Vec::with_capacity(deliveries.len());
         // The script unpacks its ids into single commands; Lua caps how many one call takes.
         for chunk in deliveries.chunks(MAX_CLAIM_BATCH) {
-            let inv = with_deliveries(on_topic(&SCRIPTS.ack, k), chunk);
-            let v: Vec<i64> = self.invoke(&inv).await?;
+            let v: Vec<i64> = self.invoke(&scripts::ack(k, chunk)).await?;
             acked.extend(v.into_iter().map(|x| x == 1));
         }
         Ok(acked)
@@ -192,9 +180,8 @@ impl TopicQueue {
         lease: Duration,
         deliveries: &[(MessageId, u64)],
     ) -> Result<Vec<bool>> {
-        let mut inv = on_topic(&SCRIPTS.extend, &self.keys);
-        inv.arg(millis(lease));
-        let v: Vec<i64> = self.invoke(&with_deliveries(inv, deliveries)).await?;
+        let inv = scripts::extend(&self.keys, millis(lease), deliveries);
+        let v: Vec<i64> = self.invoke(&inv).await?;
         Ok(v.into_iter().map(|x| x == 1).collect())
     }
 
@@ -212,15 +199,17 @@ impl TopicQueue {
     ) -> Result<NackOutcome> {
         let k = &self.keys;
         let reply: String = self
-            .invoke(
-                on_topic(&SCRIPTS.nack, k)
-                    .arg(id.as_str())
-                    .arg(token)
-                    .arg(millis(backoff))
-                    .arg(error)
-                    .arg(default_max_attempts)
-                    .arg(dead_reason.unwrap_or("")),
-            )
+            .invoke(&scripts::nack(
+                k,
+                id,
+                token,
+                Failure {
+                    backoff_ms: millis(backoff),
+                    error,
+                    default_max_attempts,
+                    dead_reason,
+                },
+            ))
             .await?;
         match reply.as_str() {
             "retry" => Ok(NackOutcome::Retry),
@@ -236,8 +225,9 @@ impl TopicQueue {
         if deliveries.is_empty() {
             return Ok(0);
         }
-        let inv = with_deliveries(on_topic(&SCRIPTS.release, &self.keys), deliveries);
-        let n: usize = self.invoke(&inv).await?;
+        let n: usize = self
+            .invoke(&scripts::release(&self.keys, deliveries))
+            .await?;
         Ok(n)
     }
 
@@ -250,11 +240,11 @@ impl TopicQueue {
     ) -> Result<RequeueReport> {
         let k = &self.keys;
         let reply: Vec<i64> = self
-            .invoke(
-                on_topic(&SCRIPTS.requeue_expired, k)
-                    .arg(max.max(1))
-                    .arg(default_max_attempts),
-            )
+            .invoke(&scripts::requeue_expired(
+                k,
+                max.max(1),
+                default_max_attempts,
+            ))
             .await?;
         let [requeued, dead, next, now] = reply[..] else {
             return Err(Error::unexpected("requeue_expired", &reply));

@@ -4,6 +4,7 @@ use std::sync::LazyLock;
 
 use redis::{Script, ScriptInvocation};
 
+use crate::id::MessageId;
 use crate::keys::TopicKeys;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -42,13 +43,177 @@ scripts!(
 /// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, and the wake channel as ARGV[1]
 /// (see `prelude.lua`); its own arguments follow.
-pub(crate) fn on_topic<'a>(script: &'a Script, k: &TopicKeys) -> ScriptInvocation<'a> {
+fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static> {
     let mut inv = script.key(&k.delayed);
     inv.key(&k.inflight)
         .key(&k.msg)
         .key(&k.dead)
         .key(&k.seq)
         .arg(&k.wake);
+    inv
+}
+
+/// Appends `(id, token)` pairs.
+fn with_deliveries(
+    mut inv: ScriptInvocation<'static>,
+    deliveries: &[(MessageId, u64)],
+) -> ScriptInvocation<'static> {
+    for (id, token) in deliveries {
+        inv.arg(id.as_str()).arg(*token);
+    }
+    inv
+}
+
+// One typed builder per script, each with the arguments its header lists, in that order.
+
+/// When a message becomes due, as the scripts take it (`when_kind`, `when`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    /// Milliseconds from the Redis server's now.
+    InMs(u64),
+    /// Unix milliseconds.
+    AtMs(u64),
+}
+
+impl Due {
+    fn kind_and_ms(self) -> (&'static str, u64) {
+        match self {
+            Due::InMs(ms) => ("delay", ms),
+            Due::AtMs(ms) => ("at", ms),
+        }
+    }
+}
+
+/// One message for `send.lua`.
+pub(crate) struct Outgoing<'a> {
+    pub id: &'a MessageId,
+    /// Replace a pending message with this id instead of keeping it.
+    pub replace: bool,
+    pub due: Due,
+    /// 0 for the listener's default.
+    pub max_attempts: u32,
+    pub payload: &'a [u8],
+}
+
+pub(crate) fn send<'a>(
+    k: &TopicKeys,
+    messages: impl IntoIterator<Item = Outgoing<'a>>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.send, k);
+    for m in messages {
+        let (kind, when) = m.due.kind_and_ms();
+        inv.arg(m.id.as_str())
+            .arg(if m.replace { "replace" } else { "new" })
+            .arg(kind)
+            .arg(when)
+            .arg(m.max_attempts)
+            .arg(m.payload);
+    }
+    inv
+}
+
+pub(crate) fn claim_due(k: &TopicKeys, max: usize, lease_ms: u64) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.claim_due, k);
+    inv.arg(max).arg(lease_ms);
+    inv
+}
+
+pub(crate) fn ack(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
+    with_deliveries(on_topic(&SCRIPTS.ack, k), deliveries)
+}
+
+pub(crate) fn extend(
+    k: &TopicKeys,
+    lease_ms: u64,
+    deliveries: &[(MessageId, u64)],
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.extend, k);
+    inv.arg(lease_ms);
+    with_deliveries(inv, deliveries)
+}
+
+/// The arguments of `nack.lua` after the id and token.
+pub(crate) struct Failure<'a> {
+    pub backoff_ms: u64,
+    pub error: &'a str,
+    pub default_max_attempts: u32,
+    /// Dead-letter now with this reason, instead of retrying while attempts remain.
+    pub dead_reason: Option<&'a str>,
+}
+
+pub(crate) fn nack(
+    k: &TopicKeys,
+    id: &MessageId,
+    token: u64,
+    failure: Failure<'_>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.nack, k);
+    inv.arg(id.as_str())
+        .arg(token)
+        .arg(failure.backoff_ms)
+        .arg(failure.error)
+        .arg(failure.default_max_attempts)
+        .arg(failure.dead_reason.unwrap_or(""));
+    inv
+}
+
+pub(crate) fn release(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
+    with_deliveries(on_topic(&SCRIPTS.release, k), deliveries)
+}
+
+pub(crate) fn requeue_expired(
+    k: &TopicKeys,
+    max: usize,
+    default_max_attempts: u32,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.requeue_expired, k);
+    inv.arg(max).arg(default_max_attempts);
+    inv
+}
+
+pub(crate) fn cancel(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.cancel, k);
+    inv.arg(id.as_str());
+    inv
+}
+
+pub(crate) fn reschedule(k: &TopicKeys, id: &MessageId, due: Due) -> ScriptInvocation<'static> {
+    let (kind, when) = due.kind_and_ms();
+    let mut inv = on_topic(&SCRIPTS.reschedule, k);
+    inv.arg(id.as_str()).arg(kind).arg(when);
+    inv
+}
+
+pub(crate) fn dead_list(k: &TopicKeys, start: usize, stop: usize) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.dead_list, k);
+    inv.arg(start).arg(stop);
+    inv
+}
+
+pub(crate) fn replay_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.replay_dead, k);
+    inv.arg("one").arg(id.as_str());
+    inv
+}
+
+/// `cutoff_ms`: `None` on the first call of a replay (the script takes its now).
+pub(crate) fn replay_oldest(
+    k: &TopicKeys,
+    count: usize,
+    skip: usize,
+    cutoff_ms: Option<u64>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.replay_dead, k);
+    inv.arg("oldest")
+        .arg(count)
+        .arg(skip)
+        .arg(cutoff_ms.map(|c| c.to_string()).unwrap_or_default());
+    inv
+}
+
+pub(crate) fn purge_dead(k: &TopicKeys, count: usize) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.purge_dead, k);
+    inv.arg(count);
     inv
 }
 

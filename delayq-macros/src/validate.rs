@@ -11,6 +11,21 @@ use crate::attr::{attribute_span, ListenerArgs};
 /// lease lapse and the message be delivered twice while its handler still runs.
 pub(crate) const MIN_ACK_TIMEOUT_MS: u64 = 100;
 
+/// Defaults and limits of the options (documented in lib.rs and API.md).
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 16;
+pub(crate) const MAX_CONCURRENCY: u32 = 10_000;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 16;
+pub(crate) const MAX_MAX_ATTEMPTS: u32 = 1_000_000;
+pub(crate) const DEFAULT_ACK_TIMEOUT_MS: u64 = 30_000;
+/// `exp(1s, 10m)`.
+pub(crate) const DEFAULT_BACKOFF: Backoff = Backoff::Exponential {
+    base_ms: 1_000,
+    max_ms: 600_000,
+};
+/// Topic names: the same rule as `delayq_core`'s `validate_topic` (keys.rs), which checks
+/// names given at run time; a proc-macro crate cannot call it, so each cites the other.
+const MAX_TOPIC_LEN: usize = 128;
+
 /// A retry delay policy, in milliseconds.
 pub(crate) enum Backoff {
     Exponential { base_ms: u64, max_ms: u64 },
@@ -33,7 +48,7 @@ pub(crate) struct Listener {
 fn topic(lit: &LitStr) -> syn::Result<String> {
     let topic = lit.value();
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
-    if topic.is_empty() || topic.len() > 128 || !topic.chars().all(ok_char) {
+    if topic.is_empty() || topic.len() > MAX_TOPIC_LEN || !topic.chars().all(ok_char) {
         return Err(syn::Error::new(
             lit.span(),
             "invalid topic: use 1 to 128 characters from A-Z a-z 0-9 . _ : -",
@@ -169,23 +184,20 @@ pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Lis
     Ok(Listener {
         topic,
         concurrency: match &args.concurrency {
-            Some(lit) => bounded(lit, "concurrency", 10_000)?,
-            None => 16,
+            Some(lit) => bounded(lit, "concurrency", MAX_CONCURRENCY)?,
+            None => DEFAULT_CONCURRENCY,
         },
         max_attempts: match &args.max_attempts {
-            Some(lit) => bounded(lit, "max_attempts", 1_000_000)?,
-            None => 16,
+            Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
+            None => DEFAULT_MAX_ATTEMPTS,
         },
         ack_timeout_ms: match &args.ack_timeout {
             Some(lit) => ack_timeout(lit)?,
-            None => 30_000,
+            None => DEFAULT_ACK_TIMEOUT_MS,
         },
         backoff: match &args.backoff {
             Some(lit) => backoff(lit)?,
-            None => Backoff::Exponential {
-                base_ms: 1_000,
-                max_ms: 600_000,
-            },
+            None => DEFAULT_BACKOFF,
         },
         ack_type: types.get(1).cloned(),
         return_type: match &sig.output {

@@ -1,6 +1,7 @@
 //! The handler traits. As in axum, the compiler picks how to call a listener from its type:
 //! `Fn(P) -> Fut` is auto ack, `Fn(P, Ack) -> Fut` is manual ack, where `P` is a payload type
 //! `T: DeserializeOwned` or `Message<T>`, and `Fut` yields `()` or `Result<(), E: Display>`.
+//! The mode is a type too ([`AckMode`]), and it alone decides what happens after a run.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -8,7 +9,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use delayq_core::protocol::{ms_to_time, Claimed};
+use delayq_core::protocol::{ms_to_time, Delivery};
 use serde::de::DeserializeOwned;
 
 use crate::ack::Ack;
@@ -17,20 +18,15 @@ use crate::message::Message;
 /// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
 
-/// What a delivery is decoded from.
-pub struct Delivery<'a> {
-    pub(crate) topic: &'a Arc<str>,
-    pub(crate) claimed: &'a Claimed,
-}
-
 /// A first parameter a listener can take. `M` only tells the impls apart.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the payload parameter of a #[delay_listener]",
     note = "take a type that implements serde::Deserialize, or Message<T> of one"
 )]
 pub trait Decode<M>: Sized + Send + 'static {
-    /// Decodes the payload; the error text becomes the dead-letter reason.
-    fn decode(delivery: &Delivery<'_>) -> Result<Self, String>;
+    /// Decodes the payload of `delivery` on `topic`; the error text becomes the dead-letter
+    /// reason.
+    fn decode(topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String>;
 }
 
 /// Marker: the parameter is the payload itself.
@@ -38,8 +34,8 @@ pub enum ViaPayload {}
 /// Marker: the parameter is `Message<T>`.
 pub enum ViaMessage {}
 
-fn payload<T: DeserializeOwned>(delivery: &Delivery<'_>) -> Result<T, String> {
-    serde_json::from_slice(&delivery.claimed.envelope.payload).map_err(|e| {
+fn payload<T: DeserializeOwned>(delivery: &Delivery) -> Result<T, String> {
+    serde_json::from_slice(&delivery.envelope.payload).map_err(|e| {
         format!(
             "payload does not decode into {}: {e}",
             std::any::type_name::<T>()
@@ -48,17 +44,17 @@ fn payload<T: DeserializeOwned>(delivery: &Delivery<'_>) -> Result<T, String> {
 }
 
 impl<T: DeserializeOwned + Send + 'static> Decode<ViaPayload> for T {
-    fn decode(delivery: &Delivery<'_>) -> Result<Self, String> {
+    fn decode(_topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String> {
         payload(delivery)
     }
 }
 
 impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage> for Message<T> {
-    fn decode(delivery: &Delivery<'_>) -> Result<Self, String> {
-        let envelope = &delivery.claimed.envelope;
+    fn decode(topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String> {
+        let envelope = &delivery.envelope;
         Ok(Message {
-            id: delivery.claimed.id.clone(),
-            topic: delivery.topic.clone(),
+            id: delivery.id.clone(),
+            topic: topic.clone(),
             attempt: envelope.attempt,
             due_at: ms_to_time(envelope.due_ms),
             enqueued_at: ms_to_time(envelope.enqueued_ms),
@@ -88,6 +84,50 @@ impl<E: Display + Send + 'static> ListenerReturn for Result<(), E> {
     }
 }
 
+/// What the runtime does once a handler run has returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterRun {
+    /// Ack the message.
+    Ack,
+    /// Retry it after the backoff (or dead-letter it on its last attempt), keeping the error.
+    Retry(String),
+    /// Leave it to the `Ack` handle: the ack deadline counts from now.
+    AwaitAck,
+}
+
+/// How a listener's messages are settled; the handler's shape picks the mode.
+pub trait AckMode: 'static {
+    /// The mode's name, for logs.
+    const NAME: &'static str;
+    /// What to do once a run returned `result` (and did not settle the message itself).
+    fn after_run(result: Result<(), String>) -> AfterRun;
+}
+
+/// Auto ack: `Ok` acks, `Err` retries.
+pub enum Auto {}
+/// Manual ack: the handler's `Ack` settles; `Err` retries, `Ok` without an ack waits for one.
+pub enum Manual {}
+
+impl AckMode for Auto {
+    const NAME: &'static str = "auto";
+    fn after_run(result: Result<(), String>) -> AfterRun {
+        match result {
+            Ok(()) => AfterRun::Ack,
+            Err(error) => AfterRun::Retry(error),
+        }
+    }
+}
+
+impl AckMode for Manual {
+    const NAME: &'static str = "manual";
+    fn after_run(result: Result<(), String>) -> AfterRun {
+        match result {
+            Ok(()) => AfterRun::AwaitAck,
+            Err(error) => AfterRun::Retry(error),
+        }
+    }
+}
+
 /// Marker for auto-ack handlers `Fn(P) -> Fut`.
 pub struct AutoAck<M, P>(PhantomData<fn() -> (M, P)>);
 /// Marker for manual-ack handlers `Fn(P, Ack) -> Fut`.
@@ -100,10 +140,15 @@ pub struct ManualAck<M, P>(PhantomData<fn() -> (M, P)>);
     note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize or Message<T>, and R is () or Result<(), E: Display>; its future must be Send"
 )]
 pub trait Handler<Args>: Send + Sync + 'static {
-    /// True when the handler acks by hand.
-    const MANUAL: bool;
+    /// How this handler's messages are settled.
+    type Mode: AckMode;
     /// Decodes the delivery and starts the handler; `Err` is a decode failure.
-    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String>;
+    fn call(
+        &self,
+        topic: &Arc<str>,
+        delivery: &Delivery,
+        ack: Ack,
+    ) -> Result<HandlerFuture, String>;
 }
 
 impl<F, Fut, P, M> Handler<AutoAck<M, P>> for F
@@ -113,10 +158,15 @@ where
     Fut::Output: ListenerReturn,
     P: Decode<M>,
 {
-    const MANUAL: bool = false;
+    type Mode = Auto;
 
-    fn call(&self, delivery: &Delivery<'_>, _ack: Ack) -> Result<HandlerFuture, String> {
-        let fut = self(P::decode(delivery)?);
+    fn call(
+        &self,
+        topic: &Arc<str>,
+        delivery: &Delivery,
+        _ack: Ack,
+    ) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(topic, delivery)?);
         Ok(Box::pin(async move { fut.await.into_result() }))
     }
 }
@@ -128,31 +178,52 @@ where
     Fut::Output: ListenerReturn,
     P: Decode<M>,
 {
-    const MANUAL: bool = true;
+    type Mode = Manual;
 
-    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String> {
-        let fut = self(P::decode(delivery)?, ack);
+    fn call(
+        &self,
+        topic: &Arc<str>,
+        delivery: &Delivery,
+        ack: Ack,
+    ) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(topic, delivery)?, ack);
         Ok(Box::pin(async move { fut.await.into_result() }))
     }
 }
 
 /// A handler with its marker erased, as the runtime stores it.
 pub trait ErasedHandler: Send + Sync + 'static {
-    /// True when the handler acks by hand.
-    fn manual(&self) -> bool;
+    /// The ack mode's name, for logs.
+    fn mode(&self) -> &'static str;
+    /// See [`AckMode::after_run`].
+    fn after_run(&self, result: Result<(), String>) -> AfterRun;
     /// See [`Handler::call`].
-    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String>;
+    fn call(
+        &self,
+        topic: &Arc<str>,
+        delivery: &Delivery,
+        ack: Ack,
+    ) -> Result<HandlerFuture, String>;
 }
 
 struct Erased<F, Args>(F, PhantomData<fn() -> Args>);
 
 impl<F: Handler<Args>, Args: 'static> ErasedHandler for Erased<F, Args> {
-    fn manual(&self) -> bool {
-        F::MANUAL
+    fn mode(&self) -> &'static str {
+        <F::Mode as AckMode>::NAME
     }
 
-    fn call(&self, delivery: &Delivery<'_>, ack: Ack) -> Result<HandlerFuture, String> {
-        self.0.call(delivery, ack)
+    fn after_run(&self, result: Result<(), String>) -> AfterRun {
+        <F::Mode as AckMode>::after_run(result)
+    }
+
+    fn call(
+        &self,
+        topic: &Arc<str>,
+        delivery: &Delivery,
+        ack: Ack,
+    ) -> Result<HandlerFuture, String> {
+        self.0.call(topic, delivery, ack)
     }
 }
 

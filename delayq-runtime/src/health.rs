@@ -5,6 +5,8 @@ use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::options::jittered;
+
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LAST_RETRY: Duration = Duration::from_secs(5);
 
@@ -52,7 +54,6 @@ impl RetryDelay {
     pub(crate) fn next_delay(&mut self) -> Duration {
         let current = self.0;
         self.0 = (self.0 * 2).min(LAST_RETRY);
-        let ms = current.as_millis() as u64;
-        Duration::from_millis(ms / 2 + fastrand::u64(0..=ms / 2))
+        jittered(current)
     }
 }

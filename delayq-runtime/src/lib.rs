@@ -47,11 +47,19 @@
 // own tests too.
 extern crate self as delayq_runtime;
 
+// Modules from the bottom up: each imports only those above it.
 mod ack;
-mod acks;
+mod ack_batcher;
+mod back;
+mod books;
+mod boss;
+mod builder;
+mod handle;
 mod handler;
 mod health;
+mod lease;
 mod message;
+mod options;
 mod registry;
 mod runtime;
 mod topic;
@@ -59,21 +67,23 @@ mod wake;
 mod worker;
 
 pub use ack::Ack;
+pub use builder::{Runtime, RuntimeBuilder};
 pub use delayq_core::{
     AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions, SendOutcome,
     TopicCounts, UrlOrigin,
 };
 pub use delayq_macros::delay_listener;
-pub use handler::{Decode, Handler, ListenerReturn};
+pub use handle::RuntimeHandle;
+pub use handler::{AckMode, AfterRun, Auto, Decode, Handler, ListenerReturn, Manual};
 pub use message::Message;
-pub use registry::{Backoff, ListenerOptions};
-pub use runtime::{start, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use runtime::start;
 
 /// Used by the code `#[delay_listener]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::handler::erase;
-    pub use crate::registry::{Backoff, ListenerOptions, ListenerRegistration};
+    pub use crate::options::{Backoff, ListenerOptions};
+    pub use crate::registry::ListenerRegistration;
     pub use inventory;
 
     /// Checks, on the parameter's span, that a listener's second parameter is `Ack`.

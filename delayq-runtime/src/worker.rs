@@ -4,15 +4,14 @@
 use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use delayq_core::protocol::Claimed;
+use delayq_core::protocol::Delivery;
 use delayq_core::AckError;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use crate::ack::{Ack, DeliveryState};
-use crate::handler::Delivery;
+use crate::ack::Ack;
+use crate::handler::AfterRun;
 use crate::health::RetryDelay;
 use crate::topic::TopicRuntime;
 
@@ -47,7 +46,7 @@ where
                 );
                 return;
             }
-            Err(AckError::Redis(e)) => {
+            Err(AckError::Failed(e)) => {
                 topic.health.failed(&e);
                 tokio::select! {
                     _ = tokio::time::sleep(retry.next_delay()) => {}
@@ -58,42 +57,36 @@ where
     }
 }
 
-pub(crate) async fn run(topic: Arc<TopicRuntime>, claimed: Claimed, permit: OwnedSemaphorePermit) {
+pub(crate) async fn run(
+    topic: Arc<TopicRuntime>,
+    delivery: Delivery,
+    permit: OwnedSemaphorePermit,
+) {
     let _permit = permit;
-    let state = DeliveryState::new(
-        &topic,
-        claimed.id.clone(),
-        claimed.token(),
-        claimed.envelope.attempt,
-    );
-    topic.remember(&state);
-    let delivery = Delivery {
-        topic: &topic.name,
-        claimed: &claimed,
-    };
+    let lease = topic.lease(&delivery);
     let ack = Ack {
-        state: state.clone(),
+        lease: lease.clone(),
     };
-    let future = match topic.handler.call(&delivery, ack) {
+    let future = match topic.handler.call(&topic.name, &delivery, ack) {
         Ok(f) => f,
         Err(reason) => {
             tracing::error!(%reason, "payload does not decode; dead-lettered without retry");
-            settle(&topic, "dead-letter", || state.nack("", Some(&reason))).await;
+            settle(&topic, "dead-letter", || lease.nack("", Some(&reason))).await;
             return;
         }
     };
     let mut handler = tokio::spawn(future.in_current_span());
-    let lease = topic.options.ack_timeout();
-    let renew_every = (lease / 3).max(Duration::from_millis(10));
+    let ack_timeout = topic.options.ack_timeout();
+    let renew_every = ack_timeout / 3;
     let mut lease_lost = false;
     let finished = loop {
         tokio::select! {
             result = &mut handler => break result,
             _ = tokio::time::sleep(renew_every), if !lease_lost => {
-                if state.is_settled() {
+                if lease.is_settled() {
                     continue;
                 }
-                match state.extend(lease).await {
+                match lease.extend(ack_timeout).await {
                     Ok(()) => topic.health.ok(),
                     Err(AckError::Stale) => {
                         // Renewing again cannot win it back; say so once.
@@ -102,7 +95,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>, claimed: Claimed, permit: Owne
                             "lease lost while the handler runs (this process was stalled past the ack deadline?): the message was delivered again; this run's outcome will be refused"
                         );
                     }
-                    Err(AckError::Redis(e)) => topic.health.failed(&e),
+                    Err(AckError::Failed(error)) => topic.health.failed(&error),
                 }
             }
             _ = topic.abort.cancelled() => {
@@ -120,26 +113,27 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>, claimed: Claimed, permit: Owne
         )),
         Err(_) => return,
     };
-    if state.is_settled() {
+    if lease.is_settled() {
         return;
     }
-    match (topic.handler.manual(), result) {
-        (false, Ok(())) => settle(&topic, "ack", || state.ack()).await,
-        (_, Err(error)) => {
+    match topic.handler.after_run(result) {
+        AfterRun::Ack => settle(&topic, "ack", || lease.ack()).await,
+        AfterRun::Retry(error) => {
             tracing::warn!(%error, "handler failed");
-            settle(&topic, "retry", || state.nack(&error, None)).await;
+            settle(&topic, "retry", || lease.nack(&error, None)).await;
         }
-        (true, Ok(())) => {
-            // Returned without acking: the ack deadline counts from now. If the Ack was
-            // dropped, the message is delivered again after it.
-            if let Err(AckError::Redis(e)) = state.extend(lease).await {
-                topic.health.failed(&e);
+        AfterRun::AwaitAck => {
+            // Returned without acking: the ack deadline counts from now (a later one the
+            // handler set with `extend` stays). If the Ack was dropped, the message is
+            // delivered again after it.
+            if let Err(AckError::Failed(error)) = lease.extend(ack_timeout).await {
+                topic.health.failed(&error);
             }
-            let topic = topic.clone();
+            // Off the books once the deadline passed unsettled: by then it is redelivered.
             tokio::spawn(async move {
-                tokio::time::sleep(lease).await;
-                if !state.is_settled() {
-                    topic.forget(&state.id, state.token);
+                tokio::time::sleep(ack_timeout).await;
+                if !lease.is_settled() {
+                    lease.leave_books();
                 }
             });
         }

@@ -10,8 +10,8 @@ local m = owned(id, ARGV[3])
 if not m then return 'stale' end
 local now = now_ms()
 redis.call('ZREM', KEYS[2], id)
-m.err = ARGV[5]
-local max = max_attempts(m, ARGV[6])
+m.last_error = ARGV[5]
+local max = attempts_allowed(m, ARGV[6])
 if ARGV[7] ~= '' then
   bury(id, m, ARGV[7], now)
   return 'dead'
@@ -21,8 +21,8 @@ if m.attempt >= max then
   return 'dead'
 end
 local old_head = head_score(KEYS[1])
-m.due = now + tonumber(ARGV[4])
+m.due_ms = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[3], id, encode(m))
-redis.call('ZADD', KEYS[1], m.due, id)
-if old_head == -1 or m.due < old_head then wake(WAKE_BOSS) end
+redis.call('ZADD', KEYS[1], m.due_ms, id)
+if old_head == -1 or m.due_ms < old_head then wake(WAKE_BOSS) end
 return 'retry'

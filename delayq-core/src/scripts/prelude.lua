@@ -4,8 +4,9 @@
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
 -- and ARGV[1] is the topic's wake channel. Each script's own arguments follow from ARGV[2].
 --
--- Envelope, the value stored in ns:{t}:msg under a message id:
---   "1 <attempt> <token> <max_attempts> <enqueued_ms> <due_ms> <err_len> <reason_len>\n"
+-- Envelope, the value stored in ns:{t}:msg under a message id (decoded into a table whose
+-- fields have the names of `Envelope`'s in envelope.rs):
+--   "1 <attempt> <token> <max_attempts> <enqueued_ms> <due_ms> <error_len> <reason_len>\n"
 --   .. last_error .. dead_reason .. payload
 -- attempt:  handler runs that counted (a clean shutdown hands one back)
 -- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
@@ -37,17 +38,18 @@ local function decode(raw)
   rl = tonumber(rl)
   if nl + el + rl > #raw then return nil end
   return {
-    attempt = tonumber(a), token = tonumber(d), max = tonumber(m),
-    enq = tonumber(e), due = tonumber(due),
-    err = string.sub(raw, nl + 1, nl + el),
-    reason = string.sub(raw, nl + el + 1, nl + el + rl),
+    attempt = tonumber(a), token = tonumber(d), max_attempts = tonumber(m),
+    enqueued_ms = tonumber(e), due_ms = tonumber(due),
+    last_error = string.sub(raw, nl + 1, nl + el),
+    dead_reason = string.sub(raw, nl + el + 1, nl + el + rl),
     payload = string.sub(raw, nl + el + rl + 1),
   }
 end
 
 local function encode(m)
-  return string.format('1 %d %d %d %d %d %d %d\n', m.attempt, m.token, m.max, m.enq, m.due,
-    #m.err, #m.reason) .. m.err .. m.reason .. m.payload
+  return string.format('1 %d %d %d %d %d %d %d\n', m.attempt, m.token, m.max_attempts,
+    m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
+    .. m.last_error .. m.dead_reason .. m.payload
 end
 
 -- The score of the earliest member of a sorted set, or -1 when it is empty.
@@ -98,14 +100,14 @@ local function wake(kind)
   redis.call('PUBLISH', ARGV[1], kind)
 end
 
-local function max_attempts(m, default)
-  if m.max > 0 then return m.max end
+local function attempts_allowed(m, default)
+  if m.max_attempts > 0 then return m.max_attempts end
   return tonumber(default)
 end
 
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg.
 local function bury(id, m, reason, now)
-  m.reason = reason
+  m.dead_reason = reason
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
 end

@@ -27,8 +27,8 @@ for _, id in ipairs(ids) do
     local m = decode(redis.call('HGET', KEYS[3], id))
     if m then
       m.attempt = 0
-      m.reason = ''
-      m.due = now
+      m.dead_reason = ''
+      m.due_ms = now
       redis.call('HSET', KEYS[3], id, encode(m))
       redis.call('ZREM', KEYS[4], id)
       redis.call('ZADD', KEYS[1], now, id)

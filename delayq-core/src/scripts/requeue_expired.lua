@@ -11,8 +11,8 @@ for _, id in ipairs(ids) do
   local raw = redis.call('HGET', KEYS[3], id)
   local m = decode(raw)
   if m then
-    local max = max_attempts(m, ARGV[3])
-    m.err = 'ack deadline passed'
+    local max = attempts_allowed(m, ARGV[3])
+    m.last_error = 'ack deadline passed'
     if m.attempt >= max then
       bury(id, m,
         string.format('ack deadline passed on attempt %d of max_attempts %d', m.attempt, max), now)

@@ -10,7 +10,7 @@ local now = now_ms()
 local due = tonumber(ARGV[4])
 if ARGV[3] == 'delay' then due = now + due end
 local old_head = head_score(KEYS[1])
-m.due = due
+m.due_ms = due
 redis.call('HSET', KEYS[3], id, encode(m))
 redis.call('ZADD', KEYS[1], due, id)
 if due < old_head then wake(WAKE_BOSS) end

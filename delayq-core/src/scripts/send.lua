@@ -27,8 +27,8 @@ for i = 2, #ARGV, 6 do
   if outcome ~= 'duplicate' then
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
-    local m = { attempt = 0, token = 0, max = tonumber(ARGV[i + 4]), enq = now,
-      due = due, err = '', reason = '', payload = ARGV[i + 5] }
+    local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
+      due_ms = due, last_error = '', dead_reason = '', payload = ARGV[i + 5] }
     redis.call('HSET', KEYS[3], id, encode(m))
     redis.call('ZADD', KEYS[1], due, id)
     if earliest == -1 or due < earliest then earliest = due end

@@ -17,14 +17,14 @@ struct AckRequest {
 
 /// Sends acks through the topic's batching task.
 #[derive(Clone)]
-pub(crate) struct AckSender(mpsc::UnboundedSender<AckRequest>);
+pub(crate) struct AckBatcher(mpsc::UnboundedSender<AckRequest>);
 
-impl AckSender {
+impl AckBatcher {
     /// Starts the batching task; it ends when every sender is dropped.
     pub(crate) fn spawn(queue: TopicQueue) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(queue, rx));
-        AckSender(tx)
+        AckBatcher(tx)
     }
 
     /// `Ok(true)` acked, `Ok(false)` stale.
@@ -34,19 +34,6 @@ impl AckSender {
             .send(AckRequest { id, token, reply })
             .map_err(|_| Error::Stopped)?;
         answer.await.map_err(|_| Error::Stopped)?
-    }
-}
-
-/// The same failure for every ack of a failed batch. `Error` is not `Clone` (it holds I/O
-/// errors), but a batch only fails with a Redis error, which is; anything else is carried
-/// as its text.
-fn copy_of(e: &Error) -> Error {
-    match e {
-        Error::Redis(r) => Error::Redis(r.clone()),
-        other => Error::UnexpectedReply {
-            command: "ack",
-            detail: other.to_string(),
-        },
     }
 }
 
@@ -68,8 +55,9 @@ async fn run(queue: TopicQueue, mut requests: mpsc::UnboundedReceiver<AckRequest
                 }
             }
             Err(e) => {
+                let shared = std::sync::Arc::new(e);
                 for r in batch.drain(..) {
-                    let _ = r.reply.send(Err(copy_of(&e)));
+                    let _ = r.reply.send(Err(Error::Shared(shared.clone())));
                 }
             }
         }
