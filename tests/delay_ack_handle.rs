@@ -2,12 +2,10 @@
 //! renewal must never shorten), and the runtime's books of claimed deliveries, which a stale
 //! settle must leave.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{drained, init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{drained, init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_runtime::{delay_listener, Ack, AckError, Message};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -133,9 +131,9 @@ async fn a_stale_settle_leaves_the_runtimes_books() {
     let rt = runtime(&server, &["ack.books"]).await;
     let id = p.send("ack.books", &1u32, Duration::ZERO).await.unwrap();
     let q = delayq_core::protocol::queue(&p, "ack.books").unwrap();
-    let inflight = common::keys("ack.books").inflight;
+    let inflight = delayq_dev::keys("ack.books").inflight;
     let deadline = Instant::now() + WAIT;
-    while common::score(&server, &inflight, &id).is_none() || rt.tracked_claims() == 0 {
+    while delayq_dev::score(&server, &inflight, &id).is_none() || rt.tracked_claims() == 0 {
         assert!(Instant::now() < deadline, "never claimed");
         sleep_ms(10).await;
     }

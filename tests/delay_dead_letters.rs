@@ -1,12 +1,10 @@
 //! Dead letters under a running runtime: replaying all of them while the replayed messages
 //! die again at once replays what was dead when the replay started, and ends.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{producer, runtime, sleep_ms};
 use delayq_dev::RedisServer;
+use delayq_dev::{producer, runtime, sleep_ms};
 use delayq_runtime::delay_listener;
 
 const LETTERS: usize = 3_000;

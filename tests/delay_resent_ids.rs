@@ -6,12 +6,10 @@
 //!
 //! The consumers' `proc.slow` listener has a 1 s ack timeout.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{producer, sleep_ms, state};
 use delayq_core::{SendOptions, SendOutcome};
+use delayq_dev::{producer, sleep_ms, state};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
@@ -30,7 +28,7 @@ async fn a_stale_delivery_cannot_settle_the_same_id_sent_again() {
     let p = producer(&server).await;
     let url = server.url();
     let token =
-        || common::envelope(&server, "proc.slow", &"order-7".parse().unwrap()).map(|e| e.token);
+        || delayq_dev::envelope(&server, "proc.slow", &"order-7".parse().unwrap()).map(|e| e.token);
     let send = |payload: u64| {
         let p = p.clone();
         async move {

@@ -1,12 +1,10 @@
 //! Shutdown is bounded: with Redis frozen it still returns within the grace period plus 5 s,
 //! names what it could not hand back, and those messages come back after their ack deadline.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{drained, producer, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{drained, producer, Seen};
 use delayq_runtime::{delay_listener, Error, Message, Runtime};
 
 static FROZEN: Seen<u32> = Seen::new();
@@ -22,7 +20,7 @@ async fn long_first_run(msg: Message<u32>) {
 
 #[tokio::test]
 async fn shutdown_with_redis_frozen_returns_within_grace_plus_5s_and_loses_nothing() {
-    common::init_tracing();
+    delayq_dev::init_tracing();
     let server = RedisServer::start();
     let p = producer(&server).await;
     let grace = Duration::from_secs(2);

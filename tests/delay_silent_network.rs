@@ -3,11 +3,9 @@
 //! proxy that black-holes every connection it holds; a message sent to an idle topic after
 //! that is still handled, over the new connections the runtime opens.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{producer, sleep_ms, Seen};
+use delayq_dev::{producer, sleep_ms, Seen};
 use delayq_dev::{BlackholeProxy, RedisServer};
 use delayq_runtime::{delay_listener, Runtime};
 
@@ -20,7 +18,7 @@ async fn idle_topic(n: u32) {
 
 #[tokio::test]
 async fn an_idle_topic_hears_a_message_sent_after_its_connections_were_black_holed() {
-    common::init_tracing();
+    delayq_dev::init_tracing();
     let server = RedisServer::start();
     let proxy = BlackholeProxy::start(server.port());
     let rt = Runtime::builder()

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use redis::Value;
 
-use crate::connect::invoke;
+use crate::conn::invoke;
 use crate::envelope::{ms_to_time, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;

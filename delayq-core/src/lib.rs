@@ -10,6 +10,7 @@
 //! server's clock.
 #![warn(missing_docs)]
 
+mod conn;
 mod connect;
 mod dead;
 mod envelope;
@@ -34,7 +35,8 @@ pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts};
 /// public API: it changes without notice.
 #[doc(hidden)]
 pub mod protocol {
-    pub use crate::connect::{namespace_from_env, redis_url_from_env, RedisConn, CA_FILE_VAR};
+    pub use crate::conn::RedisConn;
+    pub use crate::connect::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
     pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
     pub use crate::error::redact_url;
     pub use crate::keys::{validate_namespace, TopicKeys};

@@ -6,9 +6,8 @@ use std::time::{Duration, SystemTime};
 use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
-use crate::connect::{
-    explain, invoke, namespace_from_env, redis_url_from_env, RedisConn, UrlOrigin,
-};
+use crate::conn::{explain, invoke, RedisConn};
+use crate::connect::{namespace_from_env, redis_url_from_env, UrlOrigin};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::{validate_namespace, TopicKeys};

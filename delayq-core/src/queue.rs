@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
-use crate::connect::{invoke, RedisConn};
+use crate::conn::{invoke, RedisConn};
 use crate::envelope::{millis, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;

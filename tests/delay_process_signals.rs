@@ -1,10 +1,8 @@
 //! `delayq_runtime::start()` in a real process: SIGTERM and SIGINT shut it down gracefully.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{drained, producer, sleep_ms};
+use delayq_dev::{drained, producer, sleep_ms};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 async fn running_handlers_finish_before_exit(sig: libc::c_int) {

@@ -1,12 +1,10 @@
 //! Listener behaviour end to end: auto and manual ack, redelivery, retries, dead letters,
 //! panics, undecodable payloads and lease renewal.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
-use common::{drained, init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{drained, init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_runtime::{delay_listener, Ack, Message};
 use serde::{Deserialize, Serialize};
 

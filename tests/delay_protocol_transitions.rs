@@ -1,13 +1,11 @@
 //! One test per state change of the protocol, against a real redis-server.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
-use common::{envelope, keys, producer, score, sleep_ms, state};
 use delayq_core::protocol::NackOutcome;
 use delayq_core::{Cancelled, SendOptions, SendOutcome};
 use delayq_dev::RedisServer;
+use delayq_dev::{envelope, keys, producer, score, sleep_ms, state};
 use serde_json::json;
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -1,13 +1,11 @@
 //! Redis frozen with SIGSTOP for 10 s. In a test binary of its own, so the CPU time it measures
 //! (the whole process's) is the runtime's alone.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_runtime::delay_listener;
 
 // --- SIGSTOP for 10 s -------------------------------------------------------------------
@@ -60,6 +58,6 @@ async fn a_frozen_redis_neither_panics_nor_spins_the_runtime_and_it_resumes() {
     FROZEN.wait_for(300, Duration::from_secs(60)).await;
     let handled: BTreeSet<u64> = FROZEN.all().into_iter().collect();
     assert_eq!(handled.len(), 300);
-    common::drained(&p, "frozen", Duration::from_secs(30)).await;
+    delayq_dev::drained(&p, "frozen", Duration::from_secs(30)).await;
     rt.shutdown().await.unwrap();
 }

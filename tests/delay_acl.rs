@@ -1,12 +1,10 @@
 //! A Redis ACL user limited to the namespace's keys and channels and the commands delayq
 //! uses runs the producer and the runtime; a wrong password fails at start, saying so.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{drained, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{drained, Seen};
 use delayq_runtime::{delay_listener, Error, Producer, Runtime};
 
 /// The ACL rule documented in README.md, for a user named `app` with password `app-secret`.

@@ -2,12 +2,10 @@
 //! while 20,000 messages come due over 3 s. Every message is handled at least once, nothing
 //! is left behind, and the duplicate count is printed.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{drained, producer, sleep_ms};
+use delayq_dev::{drained, producer, sleep_ms};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 const MESSAGES: u64 = 20_000;

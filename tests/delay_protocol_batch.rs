@@ -1,10 +1,8 @@
 //! `send_batch` costs one round trip, counted by the server.
 
-mod common;
-
 use std::time::Duration;
 
-use common::producer;
+use delayq_dev::producer;
 use delayq_dev::RedisServer;
 
 #[tokio::test]

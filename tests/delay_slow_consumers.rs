@@ -3,11 +3,9 @@
 //! late ack is refused as stale without deleting the redelivered copy. The consumers'
 //! `proc.slow` listener has a 1 s ack timeout.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{drained, envelope, producer, sleep_ms, state};
+use delayq_dev::{drained, envelope, producer, sleep_ms, state};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 /// Ledger lines as (payload, attempt, pid).

@@ -1,12 +1,10 @@
 //! Bad input gets a clear error (or a dead letter) and writes nothing.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{keys, producer};
 use delayq_core::{Error, SendOptions};
 use delayq_dev::RedisServer;
+use delayq_dev::{keys, producer};
 
 #[tokio::test]
 async fn invalid_topics_are_rejected_before_anything_is_written() {

@@ -1,12 +1,10 @@
 //! Several runtimes, shutdown, Redis restarts and idle cost.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{drained, envelope, init_tracing, producer, runtime, sleep_ms, Seen};
+use delayq_dev::{drained, envelope, init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_dev::{Persistence, RedisServer};
 use delayq_runtime::{delay_listener, Runtime};
 

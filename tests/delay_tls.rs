@@ -1,12 +1,10 @@
 //! `rediss://` against a TLS-only redis-server with a test CA. In a binary of its own because
 //! it sets DELAYQ_REDIS_CA_FILE for the process.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::{drained, Seen};
+use delayq_dev::{drained, Seen};
 use delayq_dev::{RedisServer, TlsFiles};
 use delayq_runtime::{delay_listener, Error, Producer, Runtime};
 

@@ -1,11 +1,11 @@
-//! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//! Helpers the integration tests share: a producer and runtime on a test server, where a
+//! message is, and waiting for listeners.
 
 use std::time::Duration;
 
+use crate::server::RedisServer;
 use delayq_core::protocol::{Envelope, TopicKeys};
 use delayq_core::{MessageId, Producer};
-use delayq_dev::RedisServer;
 
 pub async fn producer(server: &RedisServer) -> Producer {
     Producer::connect(&server.url())

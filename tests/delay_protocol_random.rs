@@ -8,15 +8,13 @@
 //! anew: its delivery tokens must still only ever grow, or a stale delivery of an earlier
 //! incarnation could settle a later one.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::keys;
 use delayq_core::protocol::NackOutcome;
 use delayq_core::{Cancelled, MessageId, Producer, SendOptions, SendOutcome};
+use delayq_dev::keys;
 use delayq_dev::RedisServer;
 
 const CLIENTS: usize = 4;

@@ -1,12 +1,10 @@
 //! Redis itself fails: killed with SIGKILL and restarted from its AOF.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{init_tracing, producer, runtime, sleep_ms, Seen};
+use delayq_dev::{init_tracing, producer, runtime, sleep_ms, Seen};
 use delayq_dev::{Persistence, RedisServer};
 use delayq_runtime::delay_listener;
 
@@ -94,7 +92,7 @@ async fn with_appendfsync_everysec_a_redis_kill_can_lose_the_last_second() {
     // Let everything that survived come due and be handled.
     let p = producer(&server).await;
     let _ = p.counts("crash.everysec").await; // the first call after the restart may fail once
-    common::drained(&p, "crash.everysec", Duration::from_secs(60)).await;
+    delayq_dev::drained(&p, "crash.everysec", Duration::from_secs(60)).await;
     let handled: BTreeSet<u64> = CRASH_EVERYSEC.all().into_iter().collect();
     let lost = acked.difference(&handled).count();
     println!(

@@ -1,12 +1,10 @@
 //! Bad input while the runtime runs: a foreign key of the wrong type, a corrupted envelope,
 //! and 10,000 distinct topics. Each gets a clear error or a dead letter; no topic gets stuck.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{drained, keys, producer, runtime, sleep_ms, Seen};
 use delayq_dev::RedisServer;
+use delayq_dev::{drained, keys, producer, runtime, sleep_ms, Seen};
 use delayq_runtime::delay_listener;
 
 // Each test has its own healthy topic and its own record: tests run in parallel, so one
