@@ -72,6 +72,12 @@ pub struct Seen<T> {
     changed: tokio::sync::Notify,
 }
 
+impl<T: Clone> Default for Seen<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Clone> Seen<T> {
     pub const fn new() -> Self {
         Seen {
@@ -91,6 +97,10 @@ impl<T: Clone> Seen<T> {
 
     pub fn len(&self) -> usize {
         self.events.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Waits until at least `n` events arrived; panics after `limit`.

@@ -83,7 +83,9 @@ pub(crate) async fn run_subscriber(
                             None => break "the pub/sub connection closed",
                         },
                         _ = ping.tick() => {
-                            match tokio::time::timeout(PING_TIMEOUT, sink.ping::<String>()).await {
+                            // Any reply will do: in subscriber mode Redis answers PING with
+                            // a ["pong", ""] push, not +PONG.
+                            match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
                                 Ok(Ok(_)) => {}
                                 Ok(Err(_)) => break "a PING on the pub/sub connection failed",
                                 Err(_) => break "Redis did not answer a PING on the pub/sub connection",

@@ -1,11 +1,12 @@
-//! Benchmarks. Starts its own redis-server (no persistence) on this machine, runs each
-//! workload 3 times, prints medians with min–max, and writes JSON.
+//! The delay queue's benchmarks. Starts its own redis-server (no persistence) on this machine,
+//! runs each workload 3 times, prints medians with min–max, and writes JSON.
 //!
-//!     cargo run --release --example bench -- all
-//!     cargo run --release --example bench -- w1 w4 --runs 5 --json bench-results/w1.json
+//!     cargo bench --bench delay                 # every workload
+//!     cargo bench --bench delay -- drain precision --runs 5 --json bench-results/drain.json
 //!
-//! Workloads (payload ≈ 100-byte JSON): w1 keep-up, w1d drain, w2 idle, w3 memory,
-//! w4 precision, w5 drain with a backlog. See BENCHMARKS.md.
+//! Workloads (payload ≈ 100-byte JSON), named for what they measure, with the ids BENCHMARKS.md
+//! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
+//! backlog_drain (W5).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -336,9 +337,42 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
     }
 }
 
+/// Each workload's name and the id BENCHMARKS.md gives it.
+const WORKLOADS: [(&str, &str); 6] = [
+    ("keep_up", "w1"),
+    ("drain", "w1d"),
+    ("idle", "w2"),
+    ("memory", "w3"),
+    ("precision", "w4"),
+    ("backlog_drain", "w5"),
+];
+
+/// A workload's name, given its name or its id; exits with the list on anything else.
+fn canonical(given: &str) -> &'static str {
+    WORKLOADS
+        .iter()
+        .find(|(name, id)| given == *name || given.eq_ignore_ascii_case(id))
+        .map(|(name, _)| *name)
+        .unwrap_or_else(|| {
+            let names: Vec<String> = WORKLOADS
+                .iter()
+                .map(|(name, id)| format!("{name} ({id})"))
+                .collect();
+            eprintln!(
+                "unknown workload {given:?}; use one of: {}, or all",
+                names.join(", ")
+            );
+            std::process::exit(2)
+        })
+}
+
 #[tokio::main]
 async fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` adds `--bench`; it means nothing here.
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut runs = 3;
     let mut json_path = "bench-results/bench.json".to_string();
     let mut i = 0;
@@ -359,9 +393,7 @@ async fn main() {
         }
     }
     if args.is_empty() || args.iter().any(|a| a == "all") {
-        args = ["w1", "w1d", "w2", "w3", "w4", "w5"]
-            .map(String::from)
-            .to_vec();
+        args = WORKLOADS.iter().map(|(name, _)| name.to_string()).collect();
     }
     let server = RedisServer::builder()
         .config("maxmemory-policy", "noeviction")
@@ -382,8 +414,8 @@ async fn main() {
 
     let mut report = BTreeMap::new();
     for workload in &args {
-        let cases: Vec<(String, Vec<Metrics>)> = match workload.as_str() {
-            "w1" => {
+        let cases: Vec<(String, Vec<Metrics>)> = match canonical(workload) {
+            "keep_up" => {
                 let mut cases = Vec::new();
                 for topic in ["bench.c50", "bench.c200"] {
                     let mut r = Vec::new();
@@ -391,13 +423,13 @@ async fn main() {
                         r.push(bench.w1(topic).await);
                     }
                     cases.push((
-                        format!("W1 keep-up, {}", topic.trim_start_matches("bench.")),
+                        format!("keep_up (W1), {}", topic.trim_start_matches("bench.")),
                         r,
                     ));
                 }
                 cases
             }
-            "w1d" => {
+            "drain" => {
                 let mut cases = Vec::new();
                 for topic in ["bench.c50", "bench.c200"] {
                     let mut r = Vec::new();
@@ -405,45 +437,48 @@ async fn main() {
                         r.push(bench.drain(topic, 0).await);
                     }
                     cases.push((
-                        format!("W1D drain, {}", topic.trim_start_matches("bench.")),
+                        format!("drain (W1D), {}", topic.trim_start_matches("bench.")),
                         r,
                     ));
                 }
                 cases
             }
-            "w2" => {
+            "idle" => {
                 let mut r = Vec::new();
                 for _ in 0..runs {
                     r.push(bench.w2().await);
                 }
-                vec![("W2 idle, 10 listeners".to_string(), r)]
+                vec![("idle (W2), 10 listeners".to_string(), r)]
             }
-            "w3" => {
+            "memory" => {
                 let mut r = Vec::new();
                 for _ in 0..runs {
                     r.push(bench.w3().await);
                 }
-                vec![("W3 memory, 100k pending".to_string(), r)]
+                vec![("memory (W3), 100k pending".to_string(), r)]
             }
-            "w4" => {
+            "precision" => {
                 let mut r = Vec::new();
                 for _ in 0..runs {
                     r.push(bench.w4().await);
                 }
-                vec![("W4 precision, 1 s delay x20".to_string(), r)]
+                vec![("precision (W4), 1 s delay x20".to_string(), r)]
             }
-            "w5" => {
+            "backlog_drain" => {
                 let mut cases = Vec::new();
                 for backlog in [10_000u64, 100_000, 1_000_000] {
                     let mut r = Vec::new();
                     for _ in 0..runs {
                         r.push(bench.drain("bench.c200", backlog).await);
                     }
-                    cases.push((format!("W5 drain c200, {backlog} pending far ahead"), r));
+                    cases.push((
+                        format!("backlog_drain (W5), c200, {backlog} pending far ahead"),
+                        r,
+                    ));
                 }
                 cases
             }
-            other => panic!("unknown workload {other}; use w1 w1d w2 w3 w4 w5 or all"),
+            _ => unreachable!("canonical() names only known workloads"),
         };
         for (name, r) in cases {
             let summary = summarize(&r);
