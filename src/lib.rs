@@ -26,7 +26,8 @@ pub use info::parse_command_calls;
 pub use proxy::BlackholeProxy;
 pub use server::{Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
-    drained, envelope, init_tracing, keys, producer, runtime, score, sleep_ms, state, Seen,
+    drained, envelope, init_tracing, keys, producer, runtime, score, sleep_ms, state, wait_until,
+    Seen,
 };
 
 /// Sends `sig` to process `pid`: the one place the test kit calls kill(2).

@@ -62,6 +62,18 @@ pub fn state(server: &RedisServer, topic: &str, id: &MessageId) -> &'static str 
     }
 }
 
+/// Polls `ok` every 20 ms until it holds; panics naming `what` after `limit`.
+pub async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        sleep_ms(20).await;
+    }
+}
+
 pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }

@@ -6,19 +6,11 @@
 //!
 //! The consumers' `proc.slow` listener has a 1 s ack timeout.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use delayq_core::{SendOptions, SendOutcome};
-use delayq_dev::{producer, sleep_ms, state};
+use delayq_dev::{producer, state, wait_until};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
-
-async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep_ms(20).await;
-    }
-}
 
 #[tokio::test]
 async fn a_stale_delivery_cannot_settle_the_same_id_sent_again() {

@@ -3,9 +3,9 @@
 //! late ack is refused as stale without deleting the redelivered copy. The consumers'
 //! `proc.slow` listener has a 1 s ack timeout.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use delayq_dev::{drained, envelope, producer, sleep_ms, state};
+use delayq_dev::{drained, envelope, producer, sleep_ms, state, wait_until};
 use delayq_dev::{read_ledger, ConsumerProcess, RedisServer};
 
 /// Ledger lines as (payload, attempt, pid).
@@ -14,14 +14,6 @@ fn ledger_lines(path: &std::path::Path) -> Vec<(u64, u32, u32)> {
         .into_iter()
         .map(|l| (l.payload, l.attempt, l.pid))
         .collect()
-}
-
-async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep_ms(20).await;
-    }
 }
 
 #[tokio::test]

@@ -47,7 +47,9 @@
 // own tests too.
 extern crate self as delayq_runtime;
 
-// Modules from the bottom up: each imports only those above it.
+// Imports run one way (no module imports one to its left here):
+//   options, message, books, ack_batcher < health, lease < ack < handler < registry < topic
+//   < worker < boss, back, wake < handle < builder < runtime
 mod ack;
 mod ack_batcher;
 mod back;
