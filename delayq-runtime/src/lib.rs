@@ -76,7 +76,10 @@ pub use delayq_core::{
 };
 pub use delayq_macros::delay_listener;
 pub use handle::RuntimeHandle;
-pub use handler::{AckMode, AfterRun, Auto, Decode, Handler, ListenerReturn, Manual};
+/// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.
+#[doc(hidden)]
+pub use handler::{AckMode, AfterRun, Auto, Manual};
+pub use handler::{Decode, Handler, ListenerReturn};
 pub use message::Message;
 pub use runtime::start;
 
