@@ -17,6 +17,7 @@ mod info;
 mod proxy;
 mod server;
 mod support;
+mod topology;
 
 pub use consumer::{read_ledger, ConsumerProcess, LedgerLine};
 /// A URL with its password hidden, for printing.
@@ -29,6 +30,7 @@ pub use support::{
     drained, envelope, init_tracing, keys, producer, runtime, score, sleep_ms, state, wait_until,
     Seen,
 };
+pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
 
 /// Sends `sig` to process `pid`: the one place the test kit calls kill(2).
 pub fn signal_pid(pid: u32, sig: libc::c_int) {

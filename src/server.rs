@@ -26,6 +26,18 @@ pub struct RedisServerBuilder {
     persistence: Persistence,
     extra: Vec<String>,
     tls: Option<TlsFiles>,
+    role: Role,
+}
+
+/// What kind of process a test server is.
+#[derive(Debug, Clone)]
+enum Role {
+    /// A plain server.
+    Server,
+    /// A Redis Cluster node: its port plus 10,000 (the cluster bus) must be free too.
+    ClusterNode,
+    /// A Sentinel watching the primary `master` on `master_port`.
+    Sentinel { master: String, master_port: u16 },
 }
 
 /// PEM files for a TLS-only test server.
@@ -50,6 +62,33 @@ impl RedisServerBuilder {
     pub fn config(mut self, name: &str, value: &str) -> Self {
         self.extra.push(format!("--{name}"));
         self.extra.push(value.to_string());
+        self
+    }
+
+    /// An extra `redis-server` option with several values, such as
+    /// `("replicaof", &["127.0.0.1", "6379"])`.
+    pub fn config_values(mut self, name: &str, values: &[&str]) -> Self {
+        self.extra.push(format!("--{name}"));
+        self.extra.extend(values.iter().map(|v| v.to_string()));
+        self
+    }
+
+    /// A Redis Cluster node (`cluster-enabled yes`, a 1 s node timeout so failovers are quick
+    /// in tests), on a port whose cluster bus port (+10,000) is free too.
+    pub fn cluster_node(mut self) -> Self {
+        self.role = Role::ClusterNode;
+        self.config("cluster-enabled", "yes")
+            .config("cluster-config-file", "nodes.conf")
+            .config("cluster-node-timeout", "1000")
+    }
+
+    /// A Sentinel (quorum 2) watching the primary named `master` on `master_port`, with a 1 s
+    /// down-after time so failovers are quick in tests.
+    pub fn sentinel(mut self, master: &str, master_port: u16) -> Self {
+        self.role = Role::Sentinel {
+            master: master.to_string(),
+            master_port,
+        };
         self
     }
 
@@ -93,6 +132,16 @@ fn free_port() -> u16 {
         .expect("find a free loopback port")
 }
 
+/// A free port whose cluster bus port (port + 10,000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port < 55_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 impl RedisServer {
     /// A server with no persistence on a free port.
     pub fn start() -> RedisServer {
@@ -102,6 +151,7 @@ impl RedisServer {
     /// Options first.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder {
+            role: Role::Server,
             persistence: Persistence::None,
             extra: Vec::new(),
             tls: None,
@@ -109,6 +159,13 @@ impl RedisServer {
     }
 
     fn args(&self) -> Vec<String> {
+        if let Role::Sentinel {
+            master,
+            master_port,
+        } = &self.options.role
+        {
+            return self.sentinel_args(master, *master_port);
+        }
         let dir = self.dir.path().display().to_string();
         let port = self.port.to_string();
         let (plain_port, tls_port) = match self.options.tls {
@@ -155,10 +212,29 @@ impl RedisServer {
         args
     }
 
+    /// A Sentinel reads and rewrites a config file: it is written here, with the port.
+    fn sentinel_args(&self, master: &str, master_port: u16) -> Vec<String> {
+        let conf = self.dir.path().join("sentinel.conf");
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\nlogfile redis.log\n\
+             sentinel monitor {master} 127.0.0.1 {master_port} 2\n\
+             sentinel down-after-milliseconds {master} 1000\n\
+             sentinel failover-timeout {master} 3000\n\
+             sentinel parallel-syncs {master} 1\n",
+            port = self.port,
+            dir = self.dir.path().display(),
+        );
+        std::fs::write(&conf, text).expect("write sentinel.conf");
+        vec![conf.display().to_string(), "--sentinel".to_string()]
+    }
+
     fn spawn_on_free_port(&mut self) {
         let mut last_error = String::new();
         for _ in 0..10 {
-            self.port = free_port();
+            self.port = match self.options.role {
+                Role::ClusterNode => free_cluster_port(),
+                _ => free_port(),
+            };
             match self.spawn() {
                 Ok(()) => return,
                 Err(e) => last_error = e,

@@ -115,6 +115,30 @@ impl<T: Clone> Seen<T> {
         self.len() == 0
     }
 
+    /// Waits until at least `n` events match `wanted`, and returns those; panics after
+    /// `limit`.
+    pub async fn wait_matching(
+        &self,
+        n: usize,
+        limit: Duration,
+        wanted: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            let matching: Vec<T> = self.all().into_iter().filter(|e| wanted(e)).collect();
+            if matching.len() >= n {
+                return matching;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!(
+                    "waited {limit:?} for {n} matching events, saw {}",
+                    matching.len()
+                );
+            }
+        }
+    }
+
     /// Waits until at least `n` events arrived; panics after `limit`.
     pub async fn wait_for(&self, n: usize, limit: Duration) -> Vec<T> {
         let deadline = tokio::time::Instant::now() + limit;

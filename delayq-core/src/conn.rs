@@ -1,14 +1,21 @@
-//! [`RedisConn`]: the one connection type of delayq (producer, runtime and test kit), and
-//! running a topic's scripts on it with errors that say what to do.
+//! [`RedisConn`]: the one connection type of delayq (producer, runtime and test kit) for the
+//! three deployments, and running a topic's scripts on it with errors that say what to do.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::RedisError;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Value};
 
-use crate::connect::{check_version, connect_error, open_client, UrlOrigin};
+use crate::connect::{
+    check_version, connect_error, open_client, tcp_settings, tls_certificates, UrlOrigin,
+};
+use crate::deployment::{Deployment, SentinelSpec};
 use crate::error::{redact_url, Error, Result};
 use crate::keys::TopicKeys;
 
@@ -18,23 +25,75 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// One attempt to open a connection (TCP, TLS, AUTH, HELLO) gives up after this long.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A reconnecting, multiplexed connection that also survives a peer that vanished without
-/// closing the socket (a NAT or load balancer dropping idle flows): a command that gets no
-/// answer within the response timeout fails, and the connection is replaced before the next
-/// one. The `redis` crate's own manager reconnects only when the socket reports an error,
-/// which a black-holed flow never does.
+/// A connection to any of the deployments; scripts and pipelines run on it alike (the
+/// cluster connection routes each by its first key and follows `MOVED`/`ASK`).
+#[derive(Clone)]
+pub enum AnyConn {
+    /// A single server, or the current primary of a Sentinel deployment.
+    Single(ConnectionManager),
+    /// Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for AnyConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            AnyConn::Single(c) => c.req_packed_command(cmd),
+            AnyConn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            AnyConn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            AnyConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            AnyConn::Single(c) => c.get_db(),
+            AnyConn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Where connections come from.
+enum Source {
+    Single(redis::Client),
+    /// The sentinels, asked for the current primary on every (re)connect.
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    Cluster {
+        client: ClusterClient,
+        /// The seed nodes, to build the wake-up subscriber's own (RESP3) cluster connection.
+        nodes: Vec<String>,
+    },
+}
+
+/// A reconnecting, multiplexed connection to a single server, a Redis Cluster or a
+/// Sentinel-managed primary, that also survives a peer that vanished without closing the
+/// socket (a NAT or load balancer dropping idle flows): a command that gets no answer within
+/// the response timeout fails, and the connection is replaced before the next one. The
+/// `redis` crate's own managers reconnect only when the socket reports an error, which a
+/// black-holed flow never does. On Sentinel, a failed connection also asks the sentinels for
+/// the primary again, so a failover is followed without a restart.
 #[derive(Clone)]
 pub struct RedisConn {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    client: redis::Client,
+    source: Source,
     url: String,
     origin: UrlOrigin,
     /// The connection in use and a generation number, bumped on every replacement so that a
-    /// burst of timeouts on one dead connection replaces it once.
-    current: Mutex<(u64, ConnectionManager)>,
+    /// burst of failures on one dead connection replaces it once.
+    current: Mutex<(u64, AnyConn)>,
     replacing: tokio::sync::Mutex<()>,
 }
 
@@ -54,22 +113,93 @@ fn manager_config() -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_secs(1))
 }
 
+fn invalid(url: &str) -> impl Fn(RedisError) -> Error + '_ {
+    move |e| Error::InvalidUrl {
+        url: redact_url(url),
+        reason: e.to_string(),
+    }
+}
+
+fn cluster_builder(url: &str, nodes: &[String]) -> Result<ClusterClientBuilder> {
+    let infos = nodes
+        .iter()
+        .map(|n| n.as_str().into_connection_info())
+        .collect::<redis::RedisResult<Vec<_>>>()
+        .map_err(invalid(url))?;
+    let mut builder = ClusterClientBuilder::new(infos)
+        .connection_timeout(CONNECTION_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .tcp_settings(tcp_settings());
+    if let Some(certs) = tls_certificates(url)? {
+        builder = builder.certs(certs);
+    }
+    Ok(builder)
+}
+
+fn sentinel_client(url: &str, spec: &SentinelSpec) -> Result<SentinelClient> {
+    let addrs = spec
+        .sentinels
+        .iter()
+        .map(|s| s.as_str().into_connection_info().map(|i| i.addr().clone()))
+        .collect::<redis::RedisResult<Vec<_>>>()
+        .map_err(invalid(url))?;
+    let mut builder = SentinelClientBuilder::new(addrs, &spec.master, SentinelServerType::Master)
+        .map_err(invalid(url))?
+        .set_client_to_redis_tcp_settings(tcp_settings())
+        .set_client_to_sentinel_tcp_settings(tcp_settings());
+    if let Some(user) = &spec.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &spec.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if spec.tls {
+        builder = builder
+            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+        if let Some(certs) = tls_certificates(url)? {
+            builder = builder.set_client_to_redis_certificates(certs);
+        }
+    }
+    builder.build().map_err(invalid(url))
+}
+
 impl RedisConn {
-    /// Connects to `url`, which came from `origin`. It fails at once, with an error that
-    /// names the (redacted) URL and where it came from, when Redis cannot be reached, refuses
-    /// the credentials, or is older than [`MIN_REDIS_VERSION`].
+    /// Connects to `url` (one server, comma-separated cluster seeds, or
+    /// `redis+sentinel://…/MASTER`), which came from `origin`. It fails at once, with an
+    /// error that names the (redacted) URL and where it came from, when Redis cannot be
+    /// reached, refuses the credentials, or is older than [`crate::MIN_REDIS_VERSION`].
     pub async fn connect(url: &str, origin: UrlOrigin) -> Result<Self> {
-        let client = open_client(url)?;
-        let mut manager = ConnectionManager::new_with_config(client.clone(), manager_config())
+        let source = match Deployment::parse(url)? {
+            Deployment::Single(single) => Source::Single(open_client(&single)?),
+            Deployment::Sentinel(spec) => {
+                Source::Sentinel(tokio::sync::Mutex::new(sentinel_client(url, &spec)?))
+            }
+            Deployment::Cluster(nodes) => {
+                let client = cluster_builder(url, &nodes)?
+                    .build()
+                    .map_err(invalid(url))?;
+                // The version is read from one seed node directly.
+                let mut seed = open_client(&nodes[0])?
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|source| connect_error(url, origin, source))?;
+                check_version(&mut seed, url).await?;
+                Source::Cluster { client, nodes }
+            }
+        };
+        let mut conn = open(&source)
             .await
             .map_err(|source| connect_error(url, origin, source))?;
-        check_version(&mut manager, url).await?;
+        if let AnyConn::Single(c) = &mut conn {
+            check_version(c, url).await?;
+        }
         Ok(RedisConn {
             shared: Arc::new(Shared {
-                client,
+                source,
                 url: url.to_string(),
                 origin,
-                current: Mutex::new((0, manager)),
+                current: Mutex::new((0, conn)),
                 replacing: tokio::sync::Mutex::new(()),
             }),
         })
@@ -80,22 +210,62 @@ impl RedisConn {
         redact_url(&self.shared.url)
     }
 
-    /// The URL as given (with its password), to open more connections such as a subscriber.
-    pub fn url(&self) -> &str {
-        &self.shared.url
-    }
-
     /// Where the URL came from.
     pub fn origin(&self) -> UrlOrigin {
         self.shared.origin
     }
 
-    /// The client behind it, for connections of other kinds (pub/sub).
-    pub fn client(&self) -> &redis::Client {
-        &self.shared.client
+    /// Whether this is a Redis Cluster (wake-ups are then sharded: `SPUBLISH`/`SSUBSCRIBE`).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.shared.source, Source::Cluster { .. })
     }
 
-    fn current(&self) -> (u64, ConnectionManager) {
+    /// The keys of `topic` under `namespace`, published the way this deployment needs.
+    pub fn topic_keys(&self, namespace: &str, topic: &str) -> Result<TopicKeys> {
+        Ok(TopicKeys::new(namespace, topic)?.sharded(self.is_cluster()))
+    }
+
+    /// A client for a plain pub/sub connection: the server, or the current Sentinel primary.
+    /// `None` on a cluster, whose wake-ups go through [`cluster_subscriber`](Self::cluster_subscriber).
+    pub async fn pubsub_client(&self) -> Option<redis::RedisResult<redis::Client>> {
+        match &self.shared.source {
+            Source::Single(client) => Some(Ok(client.clone())),
+            Source::Sentinel(sentinel) => Some(sentinel.lock().await.async_get_client().await),
+            Source::Cluster { .. } => None,
+        }
+    }
+
+    /// On a cluster: a RESP3 cluster connection of its own whose pushes (sharded messages,
+    /// and re-subscriptions after a failover or slot move) go to `pushes`. It subscribes
+    /// again by itself wherever the slots move.
+    pub async fn cluster_subscriber(
+        &self,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Option<redis::RedisResult<ClusterConnection>> {
+        let Source::Cluster { nodes, .. } = &self.shared.source else {
+            return None;
+        };
+        let builder = match cluster_builder(&self.shared.url, nodes) {
+            Ok(builder) => builder,
+            Err(e) => {
+                return Some(Err(RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "cluster seed nodes",
+                    e.to_string(),
+                ))))
+            }
+        };
+        let client = builder
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(pushes)
+            .build();
+        Some(match client {
+            Ok(client) => client.get_async_connection().await,
+            Err(e) => Err(e),
+        })
+    }
+
+    fn current(&self) -> (u64, AnyConn) {
         // A panic while holding this lock cannot leave the pair half-updated.
         self.shared
             .current
@@ -104,21 +274,35 @@ impl RedisConn {
             .clone()
     }
 
-    /// Runs `call` on the current connection; when it times out (the peer is silent), the
-    /// connection is replaced so that the next call does not wait on it again.
+    /// Runs `call` on the current connection; when it fails in a way a new connection can
+    /// mend (a silent peer; on Sentinel also a dead or demoted primary), the connection is
+    /// replaced so that the next call does not meet it again.
     pub async fn run<T, F, Fut>(&self, call: F) -> redis::RedisResult<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(AnyConn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let (generation, conn) = self.current();
         let result = call(conn).await;
         if let Err(e) = &result {
-            if e.is_timeout() {
+            if self.worth_replacing(e) {
                 self.replace(generation).await;
             }
         }
         result
+    }
+
+    fn worth_replacing(&self, e: &RedisError) -> bool {
+        if e.is_timeout() {
+            return true;
+        }
+        // After a failover the old primary is gone (I/O errors, refused connections) or, back
+        // as a replica, refuses writes (READONLY): ask the sentinels again.
+        matches!(self.shared.source, Source::Sentinel(_))
+            && (e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")))
     }
 
     /// Replaces connection `generation` with a new one, unless someone already did.
@@ -127,8 +311,7 @@ impl RedisConn {
         if self.current().0 != generation {
             return;
         }
-        match ConnectionManager::new_with_config(self.shared.client.clone(), manager_config()).await
-        {
+        match open(&self.shared.source).await {
             Ok(fresh) => {
                 let mut current = self
                     .shared
@@ -138,15 +321,59 @@ impl RedisConn {
                 *current = (generation + 1, fresh);
                 tracing::info!(
                     url = %self.shown_url(),
-                    "Redis stopped answering on a connection; opened a new one"
+                    "a Redis connection failed; opened a new one"
                 );
             }
             Err(error) => tracing::debug!(
                 url = %self.shown_url(),
                 %error,
-                "Redis stopped answering and a new connection failed too; trying again on the next call"
+                "a Redis connection failed and a new one failed too; trying again on the next call"
             ),
         }
+    }
+
+    /// `WAIT replicas timeout` on the connection (on a cluster: to the primary) that took
+    /// the write to `key`; how many replicas acknowledged it.
+    pub(crate) async fn wait_for_replicas(
+        &self,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> redis::RedisResult<usize> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(crate::envelope::millis(timeout));
+        let key = key.to_string();
+        self.run(|conn| async move {
+            match conn {
+                AnyConn::Single(mut c) => cmd.query_async(&mut c).await,
+                AnyConn::Cluster(mut c) => {
+                    let route = Route::with_key(key.as_bytes(), SlotAddr::Master);
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                    let v = c.route_command(cmd, routing).await?;
+                    Ok(redis::from_redis_value(v)?)
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Opens a connection from `source`.
+async fn open(source: &Source) -> redis::RedisResult<AnyConn> {
+    match source {
+        Source::Single(client) => {
+            ConnectionManager::new_with_config(client.clone(), manager_config())
+                .await
+                .map(AnyConn::Single)
+        }
+        Source::Sentinel(sentinel) => {
+            let client = sentinel.lock().await.async_get_client().await?;
+            ConnectionManager::new_with_config(client, manager_config())
+                .await
+                .map(AnyConn::Single)
+        }
+        Source::Cluster { client, .. } => client.get_async_connection().await.map(AnyConn::Cluster),
     }
 }
 

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Once;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::{ErrorKind, IntoConnectionInfo, RedisError};
 
@@ -82,7 +81,7 @@ pub fn namespace_from_env() -> String {
 /// (without it, the system's trust store is used).
 pub const CA_FILE_VAR: &str = "DELAYQ_REDIS_CA_FILE";
 
-fn tcp_settings() -> TcpSettings {
+pub(crate) fn tcp_settings() -> TcpSettings {
     let keepalive = TcpKeepalive::new()
         .with_time(KEEPALIVE_IDLE)
         .with_interval(KEEPALIVE_INTERVAL)
@@ -111,20 +110,29 @@ pub fn open_client(url: &str) -> Result<redis::Client> {
         .into_connection_info()
         .map_err(invalid)?
         .set_tcp_settings(tcp_settings());
+    match tls_certificates(url)? {
+        Some(certs) => redis::Client::build_with_tls(info, certs).map_err(invalid),
+        None => redis::Client::open(info).map_err(invalid),
+    }
+}
+
+/// The CAs to trust for a TLS URL, from `DELAYQ_REDIS_CA_FILE`; `None` for a plain URL or
+/// when the variable is unset (the system's trust store).
+pub(crate) fn tls_certificates(url: &str) -> Result<Option<redis::TlsCertificates>> {
+    let tls = url.starts_with("rediss://") || url.starts_with("rediss+sentinel://");
     let ca_file = std::env::var_os(CA_FILE_VAR).filter(|v| !v.is_empty());
     match ca_file {
-        Some(path) if url.starts_with("rediss://") => {
+        Some(path) if tls => {
             let pem = std::fs::read(&path).map_err(|source| Error::CaFile {
                 path: std::path::PathBuf::from(&path),
                 source,
             })?;
-            let certs = redis::TlsCertificates {
+            Ok(Some(redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(pem),
-            };
-            redis::Client::build_with_tls(info, certs).map_err(invalid)
+            }))
         }
-        _ => redis::Client::open(info).map_err(invalid),
+        _ => Ok(None),
     }
 }
 
@@ -160,7 +168,10 @@ pub(crate) fn parse_version(info: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-pub(crate) async fn check_version(conn: &mut ConnectionManager, url: &str) -> Result<()> {
+pub(crate) async fn check_version(
+    conn: &mut impl redis::aio::ConnectionLike,
+    url: &str,
+) -> Result<()> {
     let info: String = match redis::cmd("INFO").arg("server").query_async(conn).await {
         Ok(info) => info,
         // An ACL user confined to delayq's keys need not be allowed INFO; its first script

@@ -124,6 +124,15 @@ pub enum Error {
     /// The payload could not be serialized to JSON.
     #[error("cannot encode the payload as JSON: {0}")]
     Encode(#[from] serde_json::Error),
+    /// Fewer replicas than [`SendOptions::replicas`](crate::SendOptions::replicas) asked for
+    /// acknowledged the write in time. The message was written and may still survive.
+    #[error("only {acked} of {wanted} replicas acknowledged the write in time; the message was written to the primary and may still survive, but a failover now could lose it")]
+    NotReplicated {
+        /// Replicas that acknowledged it.
+        acked: usize,
+        /// Replicas asked for.
+        wanted: u32,
+    },
     /// A send option with a value that cannot be used. Nothing was sent.
     #[error("invalid {option}: {reason}; nothing was sent")]
     InvalidOption {

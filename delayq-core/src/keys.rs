@@ -62,6 +62,8 @@ pub struct TopicKeys {
     pub seq: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
+    /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
+    pub publish: &'static str,
 }
 
 impl TopicKeys {
@@ -78,7 +80,15 @@ impl TopicKeys {
             dead: key("dead"),
             seq: key("seq"),
             wake: key("wake"),
+            publish: "PUBLISH",
         })
+    }
+
+    /// The same keys, with wake-ups published sharded (`SPUBLISH`) when `sharded`: on a
+    /// cluster a wake-up then reaches only the shard that owns the topic.
+    pub fn sharded(mut self, sharded: bool) -> Self {
+        self.publish = if sharded { "SPUBLISH" } else { "PUBLISH" };
+        self
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.

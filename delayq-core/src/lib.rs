@@ -13,6 +13,7 @@
 mod conn;
 mod connect;
 mod dead;
+mod deployment;
 mod envelope;
 mod error;
 mod id;
@@ -35,8 +36,9 @@ pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts};
 /// public API: it changes without notice.
 #[doc(hidden)]
 pub mod protocol {
-    pub use crate::conn::RedisConn;
+    pub use crate::conn::{AnyConn, RedisConn};
     pub use crate::connect::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
+    pub use crate::deployment::{Deployment, SentinelSpec};
     pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
     pub use crate::error::redact_url;
     pub use crate::keys::{validate_namespace, TopicKeys};

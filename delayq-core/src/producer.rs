@@ -88,7 +88,7 @@ impl Producer {
     }
 
     pub(crate) fn keys(&self, topic: &str) -> Result<TopicKeys> {
-        TopicKeys::new(&self.namespace, topic)
+        self.conn.topic_keys(&self.namespace, topic)
     }
 
     /// The consumer protocol of `topic` over this producer's connection.
@@ -168,12 +168,25 @@ impl Producer {
             }],
         );
         let codes: Vec<String> = invoke(&self.conn, &keys, &inv).await?;
-        match codes.first().map(String::as_str) {
-            Some("created") => Ok(SendOutcome::Created(id)),
-            Some("duplicate") => Ok(SendOutcome::Duplicate(id)),
-            Some("replaced") => Ok(SendOutcome::Replaced(id)),
-            _ => Err(Error::unexpected("send", &codes)),
+        let outcome = match codes.first().map(String::as_str) {
+            Some("created") => SendOutcome::Created(id),
+            Some("duplicate") => SendOutcome::Duplicate(id),
+            Some("replaced") => SendOutcome::Replaced(id),
+            _ => return Err(Error::unexpected("send", &codes)),
+        };
+        if options.replicas > 0 {
+            let acked = self
+                .conn
+                .wait_for_replicas(&keys.msg, options.replicas, options.replica_timeout)
+                .await?;
+            if acked < options.replicas as usize {
+                return Err(Error::NotReplicated {
+                    acked,
+                    wanted: options.replicas,
+                });
+            }
         }
+        Ok(outcome)
     }
 
     /// Sends many messages in one round trip (script calls of up to 10,000 messages each,

@@ -41,15 +41,16 @@ scripts!(
 );
 
 /// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
-/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, and the wake channel as ARGV[1]
-/// (see `prelude.lua`); its own arguments follow.
+/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, the wake channel as ARGV[1] and
+/// the command that publishes on it as ARGV[2] (see `prelude.lua`); its own arguments follow.
 fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static> {
     let mut inv = script.key(&k.delayed);
     inv.key(&k.inflight)
         .key(&k.msg)
         .key(&k.dead)
         .key(&k.seq)
-        .arg(&k.wake);
+        .arg(&k.wake)
+        .arg(k.publish);
     inv
 }
 

@@ -55,7 +55,12 @@ pub struct SendOptions {
     pub(crate) id: Option<String>,
     pub(crate) replace: bool,
     pub(crate) max_attempts: Option<u32>,
+    pub(crate) replicas: u32,
+    pub(crate) replica_timeout: Duration,
 }
+
+/// How long [`SendOptions::replicas`] waits by default.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Default for SendOptions {
     fn default() -> Self {
@@ -71,6 +76,8 @@ impl SendOptions {
             id: None,
             replace: false,
             max_attempts: None,
+            replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
         }
     }
 
@@ -97,6 +104,21 @@ impl SendOptions {
     /// time, fresh attempt count. A message in flight is never replaced (`Duplicate`).
     pub fn replace(mut self, replace: bool) -> Self {
         self.replace = replace;
+        self
+    }
+
+    /// Returns only once `n` replicas hold the write (Redis `WAIT`, on the connection to the
+    /// primary that took it), within [`replica_timeout`](Self::replica_timeout); otherwise
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated). Without it, a failover can
+    /// lose the last writes the old primary had not yet copied to a replica.
+    pub fn replicas(mut self, n: u32) -> Self {
+        self.replicas = n;
+        self
+    }
+
+    /// How long [`replicas`](Self::replicas) waits (default 1 s).
+    pub fn replica_timeout(mut self, timeout: Duration) -> Self {
+        self.replica_timeout = timeout;
         self
     }
 

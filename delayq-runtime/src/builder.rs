@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use delayq_core::protocol::{
-    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, TopicKeys, TopicQueue,
+    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, TopicQueue,
 };
 use delayq_core::{Error, Result, UrlOrigin};
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,7 @@ impl RuntimeBuilder {
         let abort = CancellationToken::new();
         let mut topics = Vec::new();
         for registration in listeners {
-            let keys = TopicKeys::new(&namespace, registration.topic)?;
+            let keys = conn.topic_keys(&namespace, registration.topic)?;
             let queue = TopicQueue::new(conn.clone(), keys);
             topics.push(TopicRuntime::new(
                 registration,
@@ -130,7 +130,7 @@ impl RuntimeBuilder {
         }
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = vec![tokio::spawn(run_subscriber(
-            conn.client().clone(),
+            conn.clone(),
             topics.clone(),
             stop.clone(),
             subscribed,

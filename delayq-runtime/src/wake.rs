@@ -5,6 +5,11 @@
 //! every topic is woken once, since announcements may have been missed before the
 //! subscription.
 //!
+//! On a single server (or a Sentinel primary) it is a plain `SUBSCRIBE`; on Redis Cluster a
+//! sharded `SSUBSCRIBE` over a RESP3 cluster connection, so each wake-up comes only from the
+//! shard that owns its topic. That connection subscribes again by itself after a failover or
+//! a slot move; each re-subscription wakes its topic, so a `MOVED` never strands one.
+//!
 //! A subscriber only reads, so a peer that vanished without closing the socket (a NAT or load
 //! balancer dropping an idle flow) would leave every idle topic deaf. It PINGs every
 //! `PING_EVERY` and reconnects when no answer comes within `PING_TIMEOUT`.
@@ -13,8 +18,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::WAKE_BACK;
+use delayq_core::protocol::{RedisConn, WAKE_BACK};
 use futures_util::StreamExt;
+use redis::PushKind;
 use tokio_util::sync::CancellationToken;
 
 use crate::health::{Health, RetryDelay};
@@ -28,80 +34,211 @@ const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one attempt to connect and subscribe may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Wake channel → topic.
+struct Routes(HashMap<String, Arc<TopicRuntime>>);
+
+impl Routes {
+    fn deliver(&self, channel: &[u8], kind: &[u8]) {
+        let Some(topic) = std::str::from_utf8(channel)
+            .ok()
+            .and_then(|c| self.0.get(c))
+        else {
+            return;
+        };
+        if kind == WAKE_BACK {
+            topic.wake_back.notify_one();
+        } else {
+            topic.wake_boss.notify_one();
+        }
+    }
+
+    /// Everything announced before a (re)subscription was missed: the topic looks once.
+    fn wake(topic: &TopicRuntime) {
+        topic.wake_boss.notify_one();
+        topic.wake_back.notify_one();
+    }
+
+    fn wake_all(&self) {
+        self.0.values().for_each(|t| Self::wake(t));
+    }
+
+    fn channels(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+}
+
 pub(crate) async fn run_subscriber(
-    client: redis::Client,
+    conn: RedisConn,
     topics: Vec<Arc<TopicRuntime>>,
     stop: CancellationToken,
     subscribed: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut subscribed = Some(subscribed);
-    let routes: HashMap<String, Arc<TopicRuntime>> = topics
-        .iter()
-        .map(|t| (t.queue.keys().wake.clone(), t.clone()))
-        .collect();
-    let channels: Vec<String> = routes.keys().cloned().collect();
+    let routes = Routes(
+        topics
+            .iter()
+            .map(|t| (t.queue.keys().wake.clone(), t.clone()))
+            .collect(),
+    );
     let health = Health::new("wake-up subscriber".to_string());
     let mut retry = RetryDelay::new();
     while !stop.is_cancelled() {
-        let connect = async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channels).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        };
-        let connected = tokio::select! {
-            c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => c,
-            _ = stop.cancelled() => return,
-        };
-        match connected {
-            Ok(Ok(pubsub)) => {
-                health.ok();
-                retry.reset();
-                // Anything announced before this subscription (at start, or while
-                // disconnected) was missed: every topic looks once.
-                for t in &topics {
-                    t.wake_boss.notify_one();
-                    t.wake_back.notify_one();
-                }
-                if let Some(ready) = subscribed.take() {
-                    let _ = ready.send(());
-                }
-                let (mut sink, mut messages) = pubsub.split();
-                let mut ping = tokio::time::interval(PING_EVERY);
-                ping.reset();
-                let why = loop {
-                    tokio::select! {
-                        message = messages.next() => match message {
-                            Some(m) => {
-                                if let Some(topic) = routes.get(m.get_channel_name()) {
-                                    if m.get_payload_bytes() == WAKE_BACK {
-                                        topic.wake_back.notify_one();
-                                    } else {
-                                        topic.wake_boss.notify_one();
-                                    }
-                                }
-                            }
-                            None => break "the pub/sub connection closed",
-                        },
-                        _ = ping.tick() => {
-                            // Any reply will do: in subscriber mode Redis answers PING with
-                            // a ["pong", ""] push, not +PONG.
-                            match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
-                                Ok(Ok(_)) => {}
-                                Ok(Err(_)) => break "a PING on the pub/sub connection failed",
-                                Err(_) => break "Redis did not answer a PING on the pub/sub connection",
-                            }
-                        }
-                        _ = stop.cancelled() => return,
-                    }
-                };
-                health.failed(&why);
+        let session = async {
+            if conn.is_cluster() {
+                cluster_session(&conn, &routes, &stop, &mut subscribed, &health).await
+            } else {
+                plain_session(&conn, &routes, &stop, &mut subscribed, &health).await
             }
-            Ok(Err(e)) => health.failed(&e),
-            Err(_) => health.failed(&"connecting the pub/sub connection timed out"),
+        };
+        match session.await {
+            Ok(()) => return, // stopped
+            Err(why) => health.failed(&why),
         }
         tokio::select! {
             _ = tokio::time::sleep(retry.next_delay()) => {}
             _ = stop.cancelled() => return,
+        }
+    }
+}
+
+/// Once subscribed: the topics look once, and `spawn` learns it may return.
+fn subscribed_now(
+    routes: &Routes,
+    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    health: &Health,
+) {
+    health.ok();
+    routes.wake_all();
+    if let Some(ready) = subscribed.take() {
+        let _ = ready.send(());
+    }
+}
+
+/// One plain pub/sub connection, until it fails (`Err`, why) or the runtime stops (`Ok`).
+async fn plain_session(
+    conn: &RedisConn,
+    routes: &Routes,
+    stop: &CancellationToken,
+    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    health: &Health,
+) -> Result<(), String> {
+    let channels = routes.channels();
+    let connect = async {
+        let client = conn
+            .pubsub_client()
+            .await
+            .expect("a plain deployment has a pub/sub client")?;
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(&channels).await?;
+        Ok::<_, redis::RedisError>(pubsub)
+    };
+    let pubsub = tokio::select! {
+        c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("connecting the pub/sub connection timed out".into()),
+        },
+        _ = stop.cancelled() => return Ok(()),
+    };
+    subscribed_now(routes, subscribed, health);
+    let (mut sink, mut messages) = pubsub.split();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        tokio::select! {
+            message = messages.next() => match message {
+                Some(m) => routes.deliver(m.get_channel_name().as_bytes(), m.get_payload_bytes()),
+                None => return Err("the pub/sub connection closed".into()),
+            },
+            _ = ping.tick() => {
+                // Any reply will do: in subscriber mode Redis answers PING with a
+                // ["pong", ""] push, not +PONG.
+                match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(format!("a PING on the pub/sub connection failed: {e}")),
+                    Err(_) => return Err("Redis did not answer a PING on the pub/sub connection".into()),
+                }
+            }
+            _ = stop.cancelled() => return Ok(()),
+        }
+    }
+}
+
+/// The bytes of a push's `i`th element.
+fn bytes(data: &[redis::Value], i: usize) -> Option<&[u8]> {
+    match data.get(i)? {
+        redis::Value::BulkString(b) => Some(b),
+        redis::Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// One sharded subscription over a RESP3 cluster connection, until it fails or the runtime
+/// stops.
+async fn cluster_session(
+    conn: &RedisConn,
+    routes: &Routes,
+    stop: &CancellationToken,
+    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    health: &Health,
+) -> Result<(), String> {
+    let (pushes_tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+    let channels = routes.channels();
+    let connect = async {
+        let mut cluster = conn
+            .cluster_subscriber(pushes_tx)
+            .await
+            .expect("a cluster deployment has a cluster subscriber")?;
+        // One call per channel: a sharded subscription takes channels of one slot only.
+        for channel in &channels {
+            cluster.ssubscribe(channel).await?;
+        }
+        Ok::<_, redis::RedisError>(cluster)
+    };
+    let mut cluster = tokio::select! {
+        c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
+            Ok(Ok(cluster)) => cluster,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("connecting the sharded pub/sub connection timed out".into()),
+        },
+        _ = stop.cancelled() => return Ok(()),
+    };
+    subscribed_now(routes, subscribed, health);
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        tokio::select! {
+            push = pushes.recv() => match push {
+                Some(push) => match push.kind {
+                    PushKind::SMessage => {
+                        if let (Some(channel), Some(kind)) = (bytes(&push.data, 0), bytes(&push.data, 1)) {
+                            routes.deliver(channel, kind);
+                        }
+                    }
+                    // A (re)subscription: after a reconnect, failover or slot move the
+                    // connection subscribes again by itself; what was announced meanwhile was
+                    // missed, so the topic looks once.
+                    PushKind::SSubscribe => {
+                        if let Some(topic) = bytes(&push.data, 0)
+                            .and_then(|c| std::str::from_utf8(c).ok())
+                            .and_then(|c| routes.0.get(c))
+                        {
+                            Routes::wake(topic);
+                        }
+                    }
+                    _ => {}
+                },
+                None => return Err("the sharded pub/sub connection closed".into()),
+            },
+            _ = ping.tick() => {
+                let cmd = redis::cmd("PING");
+                match tokio::time::timeout(PING_TIMEOUT, cmd.query_async::<redis::Value>(&mut cluster)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(format!("a PING on the sharded pub/sub connection failed: {e}")),
+                    Err(_) => return Err("Redis did not answer a PING on the sharded pub/sub connection".into()),
+                }
+            }
+            _ = stop.cancelled() => return Ok(()),
         }
     }
 }

@@ -1,9 +1,9 @@
 -- ack.lua: finished deliveries leave `inflight` and their envelopes are deleted.
--- KEYS, ARGV[1]: as in prelude.lua
--- from ARGV[2]: pairs of id, delivery token
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- from ARGV[3]: pairs of id, delivery token
 -- Returns one integer per pair: 1 acked, 0 stale (that delivery no longer owns the message).
 local ids, tokens = {}, {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
   tokens[#tokens + 1] = tonumber(ARGV[i + 1])
 end

@@ -1,6 +1,6 @@
 -- claim_due.lua: due messages move from `delayed` to `inflight` with an ack deadline.
--- KEYS, ARGV[1]: as in prelude.lua
--- ARGV[2] max count   ARGV[3] lease ms (deadline = now + lease)
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
 -- Returns { now_us, next_due_ms or -1, id1, envelope1, id2, envelope2, ... } (now in
 -- microseconds, so a boss can sleep to the due time precisely); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
@@ -8,11 +8,11 @@
 -- dead letters untouched).
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local out = { now_micros, -1 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
-  local deadline = now + tonumber(ARGV[3])
+  local deadline = now + tonumber(ARGV[4])
   -- ZRANGEBYSCORE from -inf returned ranks 0 .. #ids-1: remove exactly those in one call.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))

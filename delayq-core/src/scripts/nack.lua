@@ -1,19 +1,19 @@
 -- nack.lua: a failed delivery goes back to `delayed` after a backoff, or to `dead` once it has
 -- used max_attempts (or at once when the caller dead-letters it).
--- KEYS, ARGV[1]: as in prelude.lua
--- ARGV[2] id   ARGV[3] delivery token   ARGV[4] backoff ms
--- ARGV[5] error text (kept as last_error)   ARGV[6] default max_attempts
--- ARGV[7] dead reason: '' to retry while attempts remain, else dead-letter now with it
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] id   ARGV[4] delivery token   ARGV[5] backoff ms
+-- ARGV[6] error text (kept as last_error)   ARGV[7] default max_attempts
+-- ARGV[8] dead reason: '' to retry while attempts remain, else dead-letter now with it
 -- Returns 'retry', 'dead' or 'stale'.
-local id = ARGV[2]
-local m = owned(id, ARGV[3])
+local id = ARGV[3]
+local m = owned(id, ARGV[4])
 if not m then return 'stale' end
 local now = now_ms()
 redis.call('ZREM', KEYS[2], id)
-m.last_error = ARGV[5]
-local max = attempts_allowed(m, ARGV[6])
-if ARGV[7] ~= '' then
-  bury(id, m, ARGV[7], now)
+m.last_error = ARGV[6]
+local max = attempts_allowed(m, ARGV[7])
+if ARGV[8] ~= '' then
+  bury(id, m, ARGV[8], now)
   return 'dead'
 end
 if m.attempt >= max then
@@ -21,7 +21,7 @@ if m.attempt >= max then
   return 'dead'
 end
 local old_head = head_score(KEYS[1])
-m.due_ms = now + tonumber(ARGV[4])
+m.due_ms = now + tonumber(ARGV[5])
 redis.call('HSET', KEYS[3], id, encode(m))
 redis.call('ZADD', KEYS[1], m.due_ms, id)
 if old_head == -1 or m.due_ms < old_head then wake(WAKE_BOSS) end

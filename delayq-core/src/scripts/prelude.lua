@@ -2,7 +2,9 @@
 --
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
--- and ARGV[1] is the topic's wake channel. Each script's own arguments follow from ARGV[2].
+-- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
+-- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
+-- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
 --
 -- Envelope, the value stored in ns:{t}:msg under a message id (decoded into a table whose
 -- fields have the names of `Envelope`'s in envelope.rs):
@@ -95,9 +97,9 @@ end
 local WAKE_BOSS = 'd' -- the head of `delayed` moved earlier: the boss looks again
 local WAKE_BACK = 'i' -- a claim landed in an empty `inflight`: the back pool schedules it
 
--- Publishes a wake-up of `kind` on the topic's wake channel (ARGV[1]).
+-- Publishes a wake-up of `kind` on the topic's wake channel (ARGV[1], with ARGV[2]).
 local function wake(kind)
-  redis.call('PUBLISH', ARGV[1], kind)
+  redis.call(ARGV[2], ARGV[1], kind)
 end
 
 local function attempts_allowed(m, default)

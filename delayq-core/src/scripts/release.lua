@@ -1,11 +1,11 @@
 -- release.lua: a clean shutdown hands claimed, unfinished deliveries back to `delayed`, due
 -- now, and gives back the attempt the claim counted.
--- KEYS, ARGV[1]: as in prelude.lua
--- from ARGV[2]: pairs of id, delivery token
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- from ARGV[3]: pairs of id, delivery token
 -- Returns the number handed back (stale pairs are skipped).
 local now = now_ms()
 local n = 0
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local m = owned(id, ARGV[i + 1])
   if m then

@@ -1,9 +1,9 @@
 -- replay_dead.lua: dead letters go back to `delayed`, due now, with a fresh attempt count.
--- KEYS, ARGV[1]: as in prelude.lua
--- ARGV[2] 'one' or 'oldest'
--- 'one':    ARGV[3] the id
--- 'oldest': ARGV[3] how many dead letters to look at   ARGV[4] how many of the oldest to pass
---           over (those left dead by earlier calls)   ARGV[5] the cutoff: only letters that
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] 'one' or 'oldest'
+-- 'one':    ARGV[4] the id
+-- 'oldest': ARGV[4] how many dead letters to look at   ARGV[5] how many of the oldest to pass
+--           over (those left dead by earlier calls)   ARGV[6] the cutoff: only letters that
 --           died at or before it (ms) are replayed; '' on the first call, which uses now.
 --           A replay of all thus replays what was dead when it started, even while replayed
 --           messages die again.
@@ -13,12 +13,12 @@
 local now = now_ms()
 local ids
 local cutoff = now
-if ARGV[2] == 'one' then
-  ids = { ARGV[3] }
+if ARGV[3] == 'one' then
+  ids = { ARGV[4] }
 else
-  if ARGV[5] ~= '' then cutoff = tonumber(ARGV[5]) end
-  local skip = tonumber(ARGV[4])
-  ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', cutoff, 'LIMIT', skip, tonumber(ARGV[3]))
+  if ARGV[6] ~= '' then cutoff = tonumber(ARGV[6]) end
+  local skip = tonumber(ARGV[5])
+  ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', cutoff, 'LIMIT', skip, tonumber(ARGV[4]))
 end
 local before = redis.call('ZCOUNT', KEYS[4], '-inf', cutoff)
 local n, left = 0, 0

@@ -1,17 +1,17 @@
 -- requeue_expired.lua: deliveries whose ack deadline passed go back to `delayed`, due now, or
 -- to `dead` when they have used max_attempts.
--- KEYS, ARGV[1]: as in prelude.lua
--- ARGV[2] max count   ARGV[3] default max_attempts
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] max count   ARGV[4] default max_attempts
 -- Returns { requeued, dead, next deadline ms or -1, now ms }.
 local now = now_ms()
-local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local requeued, dead = 0, 0
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[2], id)
   local raw = redis.call('HGET', KEYS[3], id)
   local m = decode(raw)
   if m then
-    local max = attempts_allowed(m, ARGV[3])
+    local max = attempts_allowed(m, ARGV[4])
     m.last_error = 'ack deadline passed'
     if m.attempt >= max then
       bury(id, m,

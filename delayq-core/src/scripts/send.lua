@@ -1,6 +1,6 @@
 -- send.lua: new messages enter `delayed` (one call for one message or a whole batch).
--- KEYS, ARGV[1]: as in prelude.lua
--- then 6 per message from ARGV[2]: id, mode, when_kind, when, max_attempts, payload
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- then 6 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
@@ -9,7 +9,7 @@ local now = now_ms()
 local old_head = head_score(KEYS[1])
 local earliest = -1
 local out = {}
-for i = 2, #ARGV, 6 do
+for i = 3, #ARGV, 6 do
   local id, mode, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local due = tonumber(ARGV[i + 3])
   if kind == 'delay' then due = now + due end

@@ -1,0 +1,283 @@
+//! The runtime end to end on each Redis deployment: a single server, a Redis Cluster
+//! (3 primaries, a replica each) and Sentinel (a primary, a replica, 3 sentinels). One suite,
+//! run once per deployment: each test's name carries `single`, `cluster` or `sentinel`.
+//!
+//! The three runs of a test share its listener, so every payload carries the deployment's
+//! name and each run counts only its own.
+
+use std::time::Duration;
+
+use delayq_dev::{sleep_ms, Seen, TestRedis};
+use delayq_runtime::{delay_listener, Ack, Cancelled, Message, Producer, Runtime, RuntimeHandle};
+use serde::{Deserialize, Serialize};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Job {
+    on: String,
+    n: u32,
+}
+
+async fn runtime(redis: &TestRedis, topics: &[&str]) -> RuntimeHandle {
+    Runtime::builder()
+        .redis_url(redis.url())
+        .topics(topics.iter().copied())
+        .shutdown_grace(Duration::from_secs(5))
+        .spawn()
+        .await
+        .expect("spawn the runtime")
+}
+
+async fn producer(redis: &TestRedis) -> Producer {
+    Producer::connect(&redis.url())
+        .await
+        .expect("connect a producer")
+}
+
+/// Waits until `topic` has nothing delayed or in flight.
+async fn drained(p: &Producer, topic: &str) -> delayq_runtime::TopicCounts {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let c = p.counts(topic).await;
+        if let Ok(c) = c {
+            if c.delayed == 0 && c.inflight == 0 {
+                return c;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{topic} not drained: {c:?}"
+        );
+        sleep_ms(20).await;
+    }
+}
+
+/// Declares `mod single`, `mod cluster` and `mod sentinel`, each with a test per function
+/// named, which runs it on that deployment.
+macro_rules! on_each_deployment {
+    ($($test:ident),* $(,)?) => {
+        mod single { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("single").await })* }
+        mod cluster { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("cluster").await })* }
+        mod sentinel { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("sentinel").await })* }
+    };
+}
+
+on_each_deployment!(
+    auto_ack,
+    manual_ack,
+    retry_then_dead,
+    cancel,
+    graceful_stop,
+    idle
+);
+
+// --- auto ack ---------------------------------------------------------------------------
+
+static AUTO: Seen<(String, u32, u32)> = Seen::new();
+
+#[delay_listener(topic = "dep.auto")]
+async fn on_auto(msg: Message<Job>) {
+    let job = msg.payload().clone();
+    AUTO.push((job.on, job.n, msg.attempt()));
+}
+
+async fn auto_ack(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.auto"]).await;
+    for n in 0..20 {
+        let job = Job { on: kind.into(), n };
+        p.send("dep.auto", &job, Duration::from_millis(50 * n as u64))
+            .await
+            .unwrap();
+    }
+    let mine = AUTO.wait_matching(20, WAIT, |e| e.0 == kind).await;
+    let mut ns: Vec<u32> = mine.iter().map(|e| e.1).collect();
+    ns.sort();
+    assert_eq!(ns, (0..20).collect::<Vec<_>>(), "each exactly once");
+    assert!(mine.iter().all(|e| e.2 == 1), "first attempt: {mine:?}");
+    assert_eq!(drained(&p, "dep.auto").await.dead, 0);
+    rt.shutdown().await.unwrap();
+}
+
+// --- manual ack -------------------------------------------------------------------------
+
+static MANUAL: Seen<(String, u32)> = Seen::new();
+
+#[delay_listener(topic = "dep.manual", ack_timeout = "2s")]
+async fn on_manual(msg: Job, ack: Ack) {
+    ack.ack().await.expect("ack");
+    MANUAL.push((msg.on, msg.n));
+}
+
+async fn manual_ack(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.manual"]).await;
+    for n in 0..10 {
+        p.send("dep.manual", &Job { on: kind.into(), n }, Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    MANUAL.wait_matching(10, WAIT, |e| e.0 == kind).await;
+    assert_eq!(drained(&p, "dep.manual").await.dead, 0);
+    sleep_ms(2_500).await; // past the ack timeout: nothing comes back
+    assert_eq!(MANUAL.all().iter().filter(|e| e.0 == kind).count(), 10);
+    rt.shutdown().await.unwrap();
+}
+
+// --- retry, then dead -------------------------------------------------------------------
+
+static FAILING: Seen<(String, u32)> = Seen::new();
+
+#[delay_listener(topic = "dep.failing", max_attempts = 3, backoff = "fixed(50ms)")]
+async fn always_fails(msg: Message<Job>) -> Result<(), String> {
+    FAILING.push((msg.payload().on.clone(), msg.attempt()));
+    Err(format!("attempt {} failed", msg.attempt()))
+}
+
+async fn retry_then_dead(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.failing"]).await;
+    p.send(
+        "dep.failing",
+        &Job {
+            on: kind.into(),
+            n: 1,
+        },
+        Duration::ZERO,
+    )
+    .await
+    .unwrap();
+    let runs = FAILING.wait_matching(3, WAIT, |e| e.0 == kind).await;
+    let attempts: Vec<u32> = runs.iter().map(|e| e.1).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert_eq!(drained(&p, "dep.failing").await.dead, 1);
+    let dead = p.dead_letters("dep.failing", 0..10).await.unwrap();
+    assert_eq!(dead[0].attempts, 3);
+    assert_eq!(dead[0].last_error.as_deref(), Some("attempt 3 failed"));
+    rt.shutdown().await.unwrap();
+}
+
+// --- cancel -----------------------------------------------------------------------------
+
+static CANCELLED: Seen<String> = Seen::new();
+
+#[delay_listener(topic = "dep.cancel")]
+async fn on_cancel_topic(msg: Job) {
+    CANCELLED.push(msg.on);
+}
+
+async fn cancel(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.cancel"]).await;
+    let job = Job {
+        on: kind.into(),
+        n: 1,
+    };
+    let id = p
+        .send("dep.cancel", &job, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert_eq!(
+        p.cancel("dep.cancel", &id).await.unwrap(),
+        Cancelled::Removed
+    );
+    sleep_ms(1_000).await;
+    assert!(
+        !CANCELLED.all().iter().any(|on| on == kind),
+        "a cancelled message ran"
+    );
+    assert_eq!(p.counts("dep.cancel").await.unwrap().delayed, 0);
+    rt.shutdown().await.unwrap();
+}
+
+// --- graceful stop ----------------------------------------------------------------------
+
+static STOPPING: Seen<(String, u32)> = Seen::new();
+
+#[delay_listener(topic = "dep.stop")]
+async fn slow_job(msg: Job) {
+    sleep_ms(1_000).await;
+    STOPPING.push((msg.on, msg.n));
+}
+
+async fn graceful_stop(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.stop"]).await;
+    for n in 0..5 {
+        p.send("dep.stop", &Job { on: kind.into(), n }, Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while p.counts("dep.stop").await.unwrap().inflight < 5 {
+        assert!(tokio::time::Instant::now() < deadline, "never claimed");
+        sleep_ms(10).await;
+    }
+    // The handlers are mid-run: the stop lets them finish and ack.
+    rt.shutdown().await.unwrap();
+    assert_eq!(STOPPING.all().iter().filter(|e| e.0 == kind).count(), 5);
+    let c = p.counts("dep.stop").await.unwrap();
+    assert_eq!((c.delayed, c.inflight, c.dead), (0, 0, 0));
+}
+
+// --- idle -------------------------------------------------------------------------------
+
+delayq_dev::idle_listeners!(
+    IDLE_TOPICS:
+    idle0 = "dep.idle.0",
+    idle1 = "dep.idle.1",
+    idle2 = "dep.idle.2",
+    idle3 = "dep.idle.3",
+    idle4 = "dep.idle.4"
+);
+
+/// What Redis' own processes send each other: replicas to their primary, sentinels to the
+/// data nodes (PING, INFO, and PUBLISH of their hello messages).
+const INFRASTRUCTURE: &[&str] = &["replconf", "ping", "info", "publish"];
+
+/// Idle listeners cost no commands but the wake-up connection's keepalive PING (one every
+/// 15 s per runtime): no script call, no reconnect, no re-subscription. On a cluster or
+/// Sentinel, Redis' own replication and monitoring traffic runs beside it and is left out.
+async fn idle(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let rt = runtime(&redis, IDLE_TOPICS).await;
+    sleep_ms(1_000).await; // start-up: one claim and one sweep per topic
+    redis.reset_stats();
+    sleep_ms(20_000).await;
+    let calls = redis.command_calls();
+    println!("{kind}: idle for 20 s: {calls:?}");
+    let ours: Vec<_> = calls
+        .iter()
+        .filter(|(name, n)| {
+            **n > 0 && !name.starts_with("config") && !INFRASTRUCTURE.contains(&name.as_str())
+        })
+        .collect();
+    assert!(ours.is_empty(), "{kind}: idle commands: {ours:?}");
+    if kind == "single" {
+        // Nothing else talks to a single server: its PINGs are the keepalive's.
+        assert!(calls.get("ping").copied().unwrap_or(0) <= 1, "{calls:?}");
+    }
+    // Still listening: a message sent now wakes its sleeping boss (PUBLISH, or SPUBLISH to
+    // the topic's shard); without the wake-up it would wait for the 5-minute safety check.
+    let p = producer(&redis).await;
+    let sent = tokio::time::Instant::now();
+    p.send("dep.idle.3", &1u32, Duration::ZERO).await.unwrap();
+    while p.counts("dep.idle.3").await.unwrap() != Default::default() {
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "{kind}: the wake-up did not arrive"
+        );
+        sleep_ms(10).await;
+    }
+    println!(
+        "{kind}: a message to an idle topic was handled {:?} after the send",
+        sent.elapsed()
+    );
+    rt.shutdown().await.unwrap();
+}
