@@ -38,6 +38,7 @@ fn wait(what: &str, mut ok: impl FnMut() -> bool) {
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    killed: Vec<usize>,
 }
 
 impl RedisCluster {
@@ -62,7 +63,10 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster {
+            nodes,
+            killed: Vec::new(),
+        };
         cluster.wait_healthy();
         cluster
     }
@@ -146,20 +150,32 @@ impl RedisCluster {
     /// Kills node `i` with SIGKILL, as a crash would.
     pub fn kill9(&mut self, i: usize) {
         self.nodes[i].kill9();
+        self.killed.push(i);
     }
 
-    /// Waits until the cluster has a primary for every slot again (after a kill, a replica
-    /// takes over once the others agree the primary is gone).
+    /// Restarts the killed nodes (same port and directory, so they rejoin, as replicas once
+    /// a failover happened) and waits until every primary has a replica in sync again.
+    pub fn restart_killed(&mut self) {
+        for i in std::mem::take(&mut self.killed) {
+            self.nodes[i].restart();
+        }
+        self.wait_healthy();
+    }
+
+    /// Waits until the cluster has three live primaries serving every slot again (after a
+    /// kill, a replica takes over once the others agree the primary is gone).
     pub fn wait_failover(&self) {
         wait("a replica to take over", || {
-            self.live().all(|n| {
-                let info: Option<String> = query(n, &redis::cmd("CLUSTER").arg("INFO").to_owned());
-                info.is_some_and(|i| {
-                    info_field(&i, "cluster_state").as_deref() == Some("ok")
-                        && info_field(&i, "cluster_slots_fail").as_deref() == Some("0")
-                        && info_field(&i, "cluster_slots_pfail").as_deref() == Some("0")
+            self.primaries().len() == 3
+                && self.live().all(|n| {
+                    let info: Option<String> =
+                        query(n, &redis::cmd("CLUSTER").arg("INFO").to_owned());
+                    info.is_some_and(|i| {
+                        info_field(&i, "cluster_state").as_deref() == Some("ok")
+                            && info_field(&i, "cluster_slots_fail").as_deref() == Some("0")
+                            && info_field(&i, "cluster_slots_pfail").as_deref() == Some("0")
+                    })
                 })
-            })
         });
     }
 
@@ -288,6 +304,24 @@ impl RedisSentinels {
         self.primary.kill9();
     }
 
+    /// Restarts the killed primary; the sentinels make it a replica of the new primary. Waits
+    /// until the new primary has it in sync.
+    pub fn restart_killed(&mut self) {
+        if self.primary.pid().is_none() {
+            self.primary.restart();
+        }
+        wait("the old primary to rejoin as a replica", || {
+            query::<String>(
+                self.current_primary(),
+                &redis::cmd("INFO").arg("replication").to_owned(),
+            )
+            .is_some_and(|i| {
+                info_field(&i, "connected_slaves").is_some_and(|n| n != "0")
+                    && i.contains("state=online")
+            })
+        });
+    }
+
     /// The port of the primary the sentinels name now.
     pub fn current_primary_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
@@ -363,6 +397,38 @@ impl TestRedis {
             TestRedis::Single(s) => s.command_calls(),
             TestRedis::Cluster(c) => c.command_calls(),
             TestRedis::Sentinel(s) => s.current_primary().command_calls(),
+        }
+    }
+
+    /// Kills the primary that holds `key` with SIGKILL, as a crash would (a cluster's for
+    /// that key's slot; Sentinel's one primary). A single server has no replica to take
+    /// over: it panics.
+    pub fn kill_primary_of(&mut self, key: &str) {
+        match self {
+            TestRedis::Single(_) => panic!("a single server has no replica to fail over to"),
+            TestRedis::Cluster(c) => {
+                let victim = c.primary_for(key);
+                c.kill9(victim);
+            }
+            TestRedis::Sentinel(s) => s.kill9_primary(),
+        }
+    }
+
+    /// Waits until a replica has taken over from a killed primary.
+    pub fn wait_failover(&self) {
+        match self {
+            TestRedis::Single(_) => {}
+            TestRedis::Cluster(c) => c.wait_failover(),
+            TestRedis::Sentinel(s) => s.wait_failover(),
+        }
+    }
+
+    /// Restarts killed nodes and waits until every primary has a replica again.
+    pub fn restart_killed(&mut self) {
+        match self {
+            TestRedis::Single(_) => {}
+            TestRedis::Cluster(c) => c.restart_killed(),
+            TestRedis::Sentinel(s) => s.restart_killed(),
         }
     }
 

@@ -15,8 +15,17 @@ pub(crate) struct ListenerArgs {
     pub backoff: Option<syn::LitStr>,
 }
 
-fn string(value: &Expr, name: &str) -> syn::Result<syn::LitStr> {
+/// The value without the invisible group `macro_rules!` wraps a `$x:literal` in, so that
+/// listeners declared by a user's macro parse as if written out.
+fn ungrouped(value: &Expr) -> &Expr {
     match value {
+        Expr::Group(g) => ungrouped(&g.expr),
+        other => other,
+    }
+}
+
+fn string(value: &Expr, name: &str) -> syn::Result<syn::LitStr> {
+    match ungrouped(value) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
@@ -28,7 +37,7 @@ fn string(value: &Expr, name: &str) -> syn::Result<syn::LitStr> {
 }
 
 fn integer(value: &Expr, name: &str) -> syn::Result<syn::LitInt> {
-    match value {
+    match ungrouped(value) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) => Ok(i.clone()),
