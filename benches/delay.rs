@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::RedisServer;
-use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle};
+use delayq_dev::TestRedis;
+use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -80,7 +80,7 @@ fn settle() -> Duration {
 }
 
 struct Bench {
-    server: RedisServer,
+    redis: TestRedis,
     producer: Producer,
 }
 
@@ -91,47 +91,62 @@ fn percentile(sorted: &[i64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize] as f64
 }
 
-fn info_field(server: &RedisServer, section: &str, field: &str) -> f64 {
-    let info: String = redis::cmd("INFO")
-        .arg(section)
-        .query(&mut server.connection())
-        .expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+/// An `INFO` field, summed over the deployment's primaries.
+fn info_field(redis: &TestRedis, section: &str, field: &str) -> f64 {
+    redis
+        .data_nodes()
+        .into_iter()
+        .map(|server| {
+            let info: String = redis::cmd("INFO")
+                .arg(section)
+                .query(&mut server.connection())
+                .expect("INFO");
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{field}:")))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+        })
+        .sum()
 }
 
-/// EVALSHA calls and the microseconds Redis spent in them (scripts' inner commands included).
-fn script_stats(server: &RedisServer) -> (f64, f64) {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .expect("INFO commandstats");
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .unwrap_or("");
-    let field = |name: &str| -> f64 {
-        line.split([':', ','])
-            .find_map(|kv| kv.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
-    (field("calls="), field("usec="))
+/// EVALSHA calls and the microseconds Redis spent in them (scripts' inner commands included),
+/// summed over the primaries.
+fn script_stats(redis: &TestRedis) -> (f64, f64) {
+    let (mut calls, mut usec) = (0.0, 0.0);
+    for server in redis.data_nodes() {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut server.connection())
+            .expect("INFO commandstats");
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .unwrap_or("");
+        let field = |name: &str| -> f64 {
+            line.split([':', ','])
+                .find_map(|kv| kv.strip_prefix(name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        calls += field("calls=");
+        usec += field("usec=");
+    }
+    (calls, usec)
 }
 
 impl Bench {
     fn flush(&self) {
-        redis::cmd("FLUSHALL")
-            .query::<()>(&mut self.server.connection())
-            .expect("FLUSHALL");
+        for server in self.redis.data_nodes() {
+            redis::cmd("FLUSHALL")
+                .query::<()>(&mut server.connection())
+                .expect("FLUSHALL");
+        }
         STARTS.lock().unwrap().clear();
     }
 
     async fn runtime(&self, topics: &[&str]) -> RuntimeHandle {
         Runtime::builder()
-            .redis_url(self.server.url())
+            .redis_url(self.redis.url())
             .topics(topics.iter().copied())
             .spawn()
             .await
@@ -229,11 +244,11 @@ impl Bench {
             tokio::time::sleep(settle()).await;
         }
         self.send_spread(topic, 50_000, 0, 10_000).await;
-        self.server.reset_stats();
+        self.redis.reset_stats();
         let rt = self.runtime(&[topic]).await;
         self.wait_handled(50_000, Duration::from_secs(300)).await;
         let starts = std::mem::take(&mut *STARTS.lock().unwrap());
-        let (script_calls, script_usec) = script_stats(&self.server);
+        let (script_calls, script_usec) = script_stats(&self.redis);
         rt.shutdown().await.expect("shutdown");
         let first = starts.iter().map(|s| s.1).min().unwrap();
         let last = starts.iter().map(|s| s.1).max().unwrap();
@@ -252,9 +267,9 @@ impl Bench {
         self.flush();
         let rt = self.runtime(IDLE_TOPICS).await;
         tokio::time::sleep(Duration::from_secs(1)).await; // start-up claims and sweeps
-        let before = info_field(&self.server, "stats", "total_commands_processed");
+        let before = info_field(&self.redis, "stats", "total_commands_processed");
         tokio::time::sleep(Duration::from_secs(20)).await;
-        let after = info_field(&self.server, "stats", "total_commands_processed");
+        let after = info_field(&self.redis, "stats", "total_commands_processed");
         rt.shutdown().await.expect("shutdown");
         // The first INFO itself is counted in `after`.
         let caused = after - before - 1.0;
@@ -263,10 +278,32 @@ impl Bench {
         m
     }
 
+    /// The latency of 1,000 sends one after another, with `replicas(n)` (WAIT) or without.
+    async fn replica_wait(&self, replicas: u32) -> Metrics {
+        self.flush();
+        let mut micros = Vec::with_capacity(1_000);
+        for i in 0..1_000u64 {
+            let options = SendOptions::new()
+                .delay(Duration::from_secs(3600))
+                .replicas(replicas);
+            let sent = Instant::now();
+            self.producer
+                .send_with("bench.replicas", &payload(i), options)
+                .await
+                .expect("send");
+            micros.push(sent.elapsed().as_micros() as i64);
+        }
+        micros.sort_unstable();
+        let mut m = Metrics::new();
+        m.insert("send_p50_ms".into(), percentile(&micros, 0.5) / 1000.0);
+        m.insert("send_p99_ms".into(), percentile(&micros, 0.99) / 1000.0);
+        m
+    }
+
     /// W3: Redis memory per pending message, 100,000 messages due in an hour.
     async fn w3(&self) -> Metrics {
         self.flush();
-        let before = info_field(&self.server, "memory", "used_memory");
+        let before = info_field(&self.redis, "memory", "used_memory");
         let items = (0..100_000).map(|i| (payload(i), Duration::from_secs(3600)));
         let items: Vec<_> = items.collect();
         for chunk in items.chunks(10_000) {
@@ -276,7 +313,7 @@ impl Bench {
                 .await
                 .expect("send");
         }
-        let after = info_field(&self.server, "memory", "used_memory");
+        let after = info_field(&self.redis, "memory", "used_memory");
         let mut m = Metrics::new();
         m.insert("bytes_per_message".into(), (after - before) / 100_000.0);
         m.insert(
@@ -338,13 +375,14 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 6] = [
+const WORKLOADS: [(&str, &str); 7] = [
     ("keep_up", "w1"),
     ("drain", "w1d"),
     ("idle", "w2"),
     ("memory", "w3"),
     ("precision", "w4"),
     ("backlog_drain", "w5"),
+    ("replica_wait", "wr"),
 ];
 
 /// A workload's name, given its name or its id; exits with the list on anything else.
@@ -375,6 +413,7 @@ async fn main() {
         .collect();
     let mut runs = 3;
     let mut json_path = "bench-results/bench.json".to_string();
+    let mut deployment = "single".to_string();
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -389,26 +428,31 @@ async fn main() {
                 json_path = args.get(i + 1).cloned().expect("--json PATH");
                 args.drain(i..i + 2);
             }
+            "--deployment" => {
+                deployment = args
+                    .get(i + 1)
+                    .cloned()
+                    .expect("--deployment single|cluster|sentinel");
+                args.drain(i..i + 2);
+            }
             _ => i += 1,
         }
     }
     if args.is_empty() || args.iter().any(|a| a == "all") {
         args = WORKLOADS.iter().map(|(name, _)| name.to_string()).collect();
     }
-    let server = RedisServer::builder()
-        .config("maxmemory-policy", "noeviction")
-        .start();
-    let producer = Producer::connect(&server.url()).await.expect("connect");
-    let bench = Bench { server, producer };
+    let redis = TestRedis::start(&deployment);
+    let producer = Producer::connect(&redis.url()).await.expect("connect");
+    let bench = Bench { redis, producer };
     let version: String = redis::cmd("INFO")
         .arg("server")
-        .query::<String>(&mut bench.server.connection())
+        .query::<String>(&mut bench.redis.data_nodes()[0].connection())
         .unwrap()
         .lines()
         .find_map(|l| l.strip_prefix("redis_version:").map(str::to_string))
         .unwrap_or_default();
     println!(
-        "delayq bench: Redis {version}, {} cores, {runs} runs per workload; median (min – max)\n",
+        "delayq bench: Redis {version} ({deployment}), {} cores, {runs} runs per workload; median (min – max)\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
@@ -477,6 +521,22 @@ async fn main() {
                     ));
                 }
                 cases
+            }
+            "replica_wait" => {
+                if matches!(bench.redis, TestRedis::Single(_)) {
+                    println!("replica_wait: a single server has no replica; use --deployment cluster or sentinel");
+                    Vec::new()
+                } else {
+                    let mut cases = Vec::new();
+                    for replicas in [0, 1] {
+                        let mut r = Vec::new();
+                        for _ in 0..runs {
+                            r.push(bench.replica_wait(replicas).await);
+                        }
+                        cases.push((format!("replica_wait, send with replicas({replicas})"), r));
+                    }
+                    cases
+                }
             }
             _ => unreachable!("canonical() names only known workloads"),
         };

@@ -432,6 +432,16 @@ impl TestRedis {
         }
     }
 
+    /// The primaries that hold data now: the server, a cluster's live primaries, or the
+    /// Sentinel primary.
+    pub fn data_nodes(&self) -> Vec<&RedisServer> {
+        match self {
+            TestRedis::Single(s) => vec![s],
+            TestRedis::Cluster(c) => c.primaries().into_iter().map(|i| &c.nodes()[i]).collect(),
+            TestRedis::Sentinel(s) => vec![s.current_primary()],
+        }
+    }
+
     /// Resets the statistics of the data nodes.
     pub fn reset_stats(&self) {
         match self {
