@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use delayq_dev::{sleep_ms, Seen, TestRedis};
+use delayq_dev::{drained, sleep_ms, Seen, TestRedis};
 use delayq_runtime::{delay_listener, Ack, Cancelled, Message, Producer, Runtime, RuntimeHandle};
 use serde::{Deserialize, Serialize};
 
@@ -33,24 +33,6 @@ async fn producer(redis: &TestRedis) -> Producer {
     Producer::connect(&redis.url())
         .await
         .expect("connect a producer")
-}
-
-/// Waits until `topic` has nothing delayed or in flight.
-async fn drained(p: &Producer, topic: &str) -> delayq_runtime::TopicCounts {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let c = p.counts(topic).await;
-        if let Ok(c) = c {
-            if c.delayed == 0 && c.inflight == 0 {
-                return c;
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{topic} not drained: {c:?}"
-        );
-        sleep_ms(20).await;
-    }
 }
 
 /// Declares `mod single`, `mod cluster` and `mod sentinel`, each with a test per function
@@ -97,7 +79,7 @@ async fn auto_ack(kind: &str) {
     ns.sort();
     assert_eq!(ns, (0..20).collect::<Vec<_>>(), "each exactly once");
     assert!(mine.iter().all(|e| e.2 == 1), "first attempt: {mine:?}");
-    assert_eq!(drained(&p, "dep.auto").await.dead, 0);
+    assert_eq!(drained(&p, "dep.auto", WAIT).await.dead, 0);
     rt.shutdown().await.unwrap();
 }
 
@@ -121,7 +103,7 @@ async fn manual_ack(kind: &str) {
             .unwrap();
     }
     MANUAL.wait_matching(10, WAIT, |e| e.0 == kind).await;
-    assert_eq!(drained(&p, "dep.manual").await.dead, 0);
+    assert_eq!(drained(&p, "dep.manual", WAIT).await.dead, 0);
     sleep_ms(2_500).await; // past the ack timeout: nothing comes back
     assert_eq!(MANUAL.all().iter().filter(|e| e.0 == kind).count(), 10);
     rt.shutdown().await.unwrap();
@@ -154,7 +136,7 @@ async fn retry_then_dead(kind: &str) {
     let runs = FAILING.wait_matching(3, WAIT, |e| e.0 == kind).await;
     let attempts: Vec<u32> = runs.iter().map(|e| e.1).collect();
     assert_eq!(attempts, [1, 2, 3]);
-    assert_eq!(drained(&p, "dep.failing").await.dead, 1);
+    assert_eq!(drained(&p, "dep.failing", WAIT).await.dead, 1);
     let dead = p.dead_letters("dep.failing", 0..10).await.unwrap();
     assert_eq!(dead[0].attempts, 3);
     assert_eq!(dead[0].last_error.as_deref(), Some("attempt 3 failed"));

@@ -5,75 +5,16 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Value};
+use redis::RedisError;
 
-use crate::connect::{
-    check_version, connect_error, open_client, tcp_settings, tls_certificates, UrlOrigin,
-};
-use crate::deployment::{Deployment, SentinelSpec};
+pub use crate::backend::AnyConn;
+use crate::backend::{cluster_builder, invalid, open, sentinel_client, Source};
+use crate::connect::{check_version, connect_error, open_client, UrlOrigin};
+use crate::deployment::Deployment;
 use crate::error::{redact_url, Error, Result};
 use crate::keys::TopicKeys;
-
-/// A command without an answer for this long counts as a dead connection: it fails, and the
-/// connection is replaced. Large batches run as one script, so this is not tight.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
-/// One attempt to open a connection (TCP, TLS, AUTH, HELLO) gives up after this long.
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// A connection to any of the deployments; scripts and pipelines run on it alike (the
-/// cluster connection routes each by its first key and follows `MOVED`/`ASK`).
-#[derive(Clone)]
-pub enum AnyConn {
-    /// A single server, or the current primary of a Sentinel deployment.
-    Single(ConnectionManager),
-    /// Redis Cluster.
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for AnyConn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            AnyConn::Single(c) => c.req_packed_command(cmd),
-            AnyConn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            AnyConn::Single(c) => c.req_packed_commands(cmd, offset, count),
-            AnyConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            AnyConn::Single(c) => c.get_db(),
-            AnyConn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-/// Where connections come from.
-enum Source {
-    Single(redis::Client),
-    /// The sentinels, asked for the current primary on every (re)connect.
-    Sentinel(tokio::sync::Mutex<SentinelClient>),
-    Cluster {
-        client: ClusterClient,
-        /// The seed nodes, to build the wake-up subscriber's own (RESP3) cluster connection.
-        nodes: Vec<String>,
-    },
-}
 
 /// A reconnecting, multiplexed connection to a single server, a Redis Cluster or a
 /// Sentinel-managed primary, that also survives a peer that vanished without closing the
@@ -103,65 +44,6 @@ impl fmt::Debug for RedisConn {
             .field("url", &redact_url(&self.shared.url))
             .finish_non_exhaustive()
     }
-}
-
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_secs(1))
-}
-
-fn invalid(url: &str) -> impl Fn(RedisError) -> Error + '_ {
-    move |e| Error::InvalidUrl {
-        url: redact_url(url),
-        reason: e.to_string(),
-    }
-}
-
-fn cluster_builder(url: &str, nodes: &[String]) -> Result<ClusterClientBuilder> {
-    let infos = nodes
-        .iter()
-        .map(|n| n.as_str().into_connection_info())
-        .collect::<redis::RedisResult<Vec<_>>>()
-        .map_err(invalid(url))?;
-    let mut builder = ClusterClientBuilder::new(infos)
-        .connection_timeout(CONNECTION_TIMEOUT)
-        .response_timeout(RESPONSE_TIMEOUT)
-        .tcp_settings(tcp_settings());
-    if let Some(certs) = tls_certificates(url)? {
-        builder = builder.certs(certs);
-    }
-    Ok(builder)
-}
-
-fn sentinel_client(url: &str, spec: &SentinelSpec) -> Result<SentinelClient> {
-    let addrs = spec
-        .sentinels
-        .iter()
-        .map(|s| s.as_str().into_connection_info().map(|i| i.addr().clone()))
-        .collect::<redis::RedisResult<Vec<_>>>()
-        .map_err(invalid(url))?;
-    let mut builder = SentinelClientBuilder::new(addrs, &spec.master, SentinelServerType::Master)
-        .map_err(invalid(url))?
-        .set_client_to_redis_tcp_settings(tcp_settings())
-        .set_client_to_sentinel_tcp_settings(tcp_settings());
-    if let Some(user) = &spec.username {
-        builder = builder.set_client_to_redis_username(user);
-    }
-    if let Some(password) = &spec.password {
-        builder = builder.set_client_to_redis_password(password);
-    }
-    if spec.tls {
-        builder = builder
-            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
-        if let Some(certs) = tls_certificates(url)? {
-            builder = builder.set_client_to_redis_certificates(certs);
-        }
-    }
-    builder.build().map_err(invalid(url))
 }
 
 impl RedisConn {
@@ -356,24 +238,6 @@ impl RedisConn {
             }
         })
         .await
-    }
-}
-
-/// Opens a connection from `source`.
-async fn open(source: &Source) -> redis::RedisResult<AnyConn> {
-    match source {
-        Source::Single(client) => {
-            ConnectionManager::new_with_config(client.clone(), manager_config())
-                .await
-                .map(AnyConn::Single)
-        }
-        Source::Sentinel(sentinel) => {
-            let client = sentinel.lock().await.async_get_client().await?;
-            ConnectionManager::new_with_config(client, manager_config())
-                .await
-                .map(AnyConn::Single)
-        }
-        Source::Cluster { client, .. } => client.get_async_connection().await.map(AnyConn::Cluster),
     }
 }
 

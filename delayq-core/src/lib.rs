@@ -10,6 +10,7 @@
 //! server's clock.
 #![warn(missing_docs)]
 
+mod backend;
 mod conn;
 mod connect;
 mod dead;

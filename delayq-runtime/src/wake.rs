@@ -101,6 +101,21 @@ pub(crate) async fn run_subscriber(
     }
 }
 
+/// Runs `connect` within `CONNECT_TIMEOUT`; `Ok(None)` when the runtime stops first.
+async fn connect_unless_stopped<T>(
+    connect: impl std::future::Future<Output = redis::RedisResult<T>>,
+    stop: &CancellationToken,
+) -> Result<Option<T>, String> {
+    tokio::select! {
+        c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
+            Ok(Ok(connection)) => Ok(Some(connection)),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("connecting and subscribing timed out".into()),
+        },
+        _ = stop.cancelled() => Ok(None),
+    }
+}
+
 /// Once subscribed: the topics look once, and `spawn` learns it may return.
 fn subscribed_now(
     routes: &Routes,
@@ -132,13 +147,8 @@ async fn plain_session(
         pubsub.subscribe(&channels).await?;
         Ok::<_, redis::RedisError>(pubsub)
     };
-    let pubsub = tokio::select! {
-        c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
-            Ok(Ok(pubsub)) => pubsub,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("connecting the pub/sub connection timed out".into()),
-        },
-        _ = stop.cancelled() => return Ok(()),
+    let Some(pubsub) = connect_unless_stopped(connect, stop).await? else {
+        return Ok(());
     };
     subscribed_now(routes, subscribed, health);
     let (mut sink, mut messages) = pubsub.split();
@@ -195,13 +205,8 @@ async fn cluster_session(
         }
         Ok::<_, redis::RedisError>(cluster)
     };
-    let mut cluster = tokio::select! {
-        c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
-            Ok(Ok(cluster)) => cluster,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("connecting the sharded pub/sub connection timed out".into()),
-        },
-        _ = stop.cancelled() => return Ok(()),
+    let Some(mut cluster) = connect_unless_stopped(connect, stop).await? else {
+        return Ok(());
     };
     subscribed_now(routes, subscribed, health);
     let mut ping = tokio::time::interval(PING_EVERY);
