@@ -80,19 +80,23 @@ pub(crate) async fn run_subscriber(
             .map(|t| (t.queue.keys().wake.clone(), t.clone()))
             .collect(),
     );
-    let health = Health::new("wake-up subscriber".to_string());
+    let mut session = Session {
+        conn: &conn,
+        routes: &routes,
+        stop: &stop,
+        subscribed: &mut subscribed,
+        health: Health::new("wake-up subscriber".to_string()),
+    };
     let mut retry = RetryDelay::new();
     while !stop.is_cancelled() {
-        let session = async {
-            if conn.is_cluster() {
-                cluster_session(&conn, &routes, &stop, &mut subscribed, &health).await
-            } else {
-                plain_session(&conn, &routes, &stop, &mut subscribed, &health).await
-            }
+        let ended = if conn.is_cluster() {
+            session.sharded().await
+        } else {
+            session.plain().await
         };
-        match session.await {
+        match ended {
             Ok(()) => return, // stopped
-            Err(why) => health.failed(&why),
+            Err(why) => session.health.failed(&why),
         }
         tokio::select! {
             _ = tokio::time::sleep(retry.next_delay()) => {}
@@ -116,60 +120,123 @@ async fn connect_unless_stopped<T>(
     }
 }
 
-/// Once subscribed: the topics look once, and `spawn` learns it may return.
-fn subscribed_now(
-    routes: &Routes,
-    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    health: &Health,
-) {
-    health.ok();
-    routes.wake_all();
-    if let Some(ready) = subscribed.take() {
-        let _ = ready.send(());
-    }
+/// What one subscription needs; each session runs until its connection fails (`Err`, why)
+/// or the runtime stops (`Ok`).
+struct Session<'a> {
+    conn: &'a RedisConn,
+    routes: &'a Routes,
+    stop: &'a CancellationToken,
+    /// Told once the first subscription is in place, so that `spawn` can return.
+    subscribed: &'a mut Option<tokio::sync::oneshot::Sender<()>>,
+    health: Health,
 }
 
-/// One plain pub/sub connection, until it fails (`Err`, why) or the runtime stops (`Ok`).
-async fn plain_session(
-    conn: &RedisConn,
-    routes: &Routes,
-    stop: &CancellationToken,
-    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    health: &Health,
-) -> Result<(), String> {
-    let channels = routes.channels();
-    let connect = async {
-        let client = conn
-            .pubsub_client()
-            .await
-            .expect("a plain deployment has a pub/sub client")?;
-        let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.subscribe(&channels).await?;
-        Ok::<_, redis::RedisError>(pubsub)
-    };
-    let Some(pubsub) = connect_unless_stopped(connect, stop).await? else {
-        return Ok(());
-    };
-    subscribed_now(routes, subscribed, health);
-    let (mut sink, mut messages) = pubsub.split();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
-    loop {
-        tokio::select! {
-            message = messages.next() => match message {
-                Some(m) => routes.deliver(m.get_channel_name().as_bytes(), m.get_payload_bytes()),
-                None => return Err("the pub/sub connection closed".into()),
-            },
-            _ = ping.tick() => {
-                // Any reply will do: in subscriber mode Redis answers PING with a
-                // ["pong", ""] push, not +PONG.
-                match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(format!("a PING on the pub/sub connection failed: {e}")),
-                    Err(_) => return Err("Redis did not answer a PING on the pub/sub connection".into()),
+impl Session<'_> {
+    /// Once subscribed: the topics look once, and `spawn` learns it may return.
+    fn subscribed_now(&mut self) {
+        self.health.ok();
+        self.routes.wake_all();
+        if let Some(ready) = self.subscribed.take() {
+            let _ = ready.send(());
+        }
+    }
+
+    /// One plain pub/sub connection.
+    async fn plain(&mut self) -> Result<(), String> {
+        let (conn, routes, stop) = (self.conn, self.routes, self.stop);
+        let channels = routes.channels();
+        let connect = async {
+            let client = conn
+                .pubsub_client()
+                .await
+                .expect("a plain deployment has a pub/sub client")?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channels).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let Some(pubsub) = connect_unless_stopped(connect, stop).await? else {
+            return Ok(());
+        };
+        self.subscribed_now();
+        let (mut sink, mut messages) = pubsub.split();
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.reset();
+        loop {
+            tokio::select! {
+                message = messages.next() => match message {
+                    Some(m) => routes.deliver(m.get_channel_name().as_bytes(), m.get_payload_bytes()),
+                    None => return Err("the pub/sub connection closed".into()),
+                },
+                _ = ping.tick() => {
+                    // Any reply will do: in subscriber mode Redis answers PING with a
+                    // ["pong", ""] push, not +PONG.
+                    match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(format!("a PING on the pub/sub connection failed: {e}")),
+                        Err(_) => return Err("Redis did not answer a PING on the pub/sub connection".into()),
+                    }
                 }
+                _ = stop.cancelled() => return Ok(()),
             }
-            _ = stop.cancelled() => return Ok(()),
+        }
+    }
+
+    /// One sharded subscription over a RESP3 cluster connection.
+    async fn sharded(&mut self) -> Result<(), String> {
+        let (conn, routes, stop) = (self.conn, self.routes, self.stop);
+        let (pushes_tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+        let channels = routes.channels();
+        let connect = async {
+            let mut cluster = conn
+                .cluster_subscriber(pushes_tx)
+                .await
+                .expect("a cluster deployment has a cluster subscriber")?;
+            // One call per channel: a sharded subscription takes channels of one slot only.
+            for channel in &channels {
+                cluster.ssubscribe(channel).await?;
+            }
+            Ok::<_, redis::RedisError>(cluster)
+        };
+        let Some(mut cluster) = connect_unless_stopped(connect, stop).await? else {
+            return Ok(());
+        };
+        self.subscribed_now();
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.reset();
+        loop {
+            tokio::select! {
+                push = pushes.recv() => match push {
+                    Some(push) => match push.kind {
+                        PushKind::SMessage => {
+                            if let (Some(channel), Some(kind)) = (bytes(&push.data, 0), bytes(&push.data, 1)) {
+                                routes.deliver(channel, kind);
+                            }
+                        }
+                        // A (re)subscription: after a reconnect, failover or slot move the
+                        // connection subscribes again by itself; what was announced meanwhile was
+                        // missed, so the topic looks once.
+                        PushKind::SSubscribe => {
+                            if let Some(topic) = bytes(&push.data, 0)
+                                .and_then(|c| std::str::from_utf8(c).ok())
+                                .and_then(|c| routes.0.get(c))
+                            {
+                                Routes::wake(topic);
+                            }
+                        }
+                        _ => {}
+                    },
+                    None => return Err("the sharded pub/sub connection closed".into()),
+                },
+                _ = ping.tick() => {
+                    let cmd = redis::cmd("PING");
+                    match tokio::time::timeout(PING_TIMEOUT, cmd.query_async::<redis::Value>(&mut cluster)).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(format!("a PING on the sharded pub/sub connection failed: {e}")),
+                        Err(_) => return Err("Redis did not answer a PING on the sharded pub/sub connection".into()),
+                    }
+                }
+                _ = stop.cancelled() => return Ok(()),
+            }
         }
     }
 }
@@ -180,70 +247,5 @@ fn bytes(data: &[redis::Value], i: usize) -> Option<&[u8]> {
         redis::Value::BulkString(b) => Some(b),
         redis::Value::SimpleString(s) => Some(s.as_bytes()),
         _ => None,
-    }
-}
-
-/// One sharded subscription over a RESP3 cluster connection, until it fails or the runtime
-/// stops.
-async fn cluster_session(
-    conn: &RedisConn,
-    routes: &Routes,
-    stop: &CancellationToken,
-    subscribed: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    health: &Health,
-) -> Result<(), String> {
-    let (pushes_tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
-    let channels = routes.channels();
-    let connect = async {
-        let mut cluster = conn
-            .cluster_subscriber(pushes_tx)
-            .await
-            .expect("a cluster deployment has a cluster subscriber")?;
-        // One call per channel: a sharded subscription takes channels of one slot only.
-        for channel in &channels {
-            cluster.ssubscribe(channel).await?;
-        }
-        Ok::<_, redis::RedisError>(cluster)
-    };
-    let Some(mut cluster) = connect_unless_stopped(connect, stop).await? else {
-        return Ok(());
-    };
-    subscribed_now(routes, subscribed, health);
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
-    loop {
-        tokio::select! {
-            push = pushes.recv() => match push {
-                Some(push) => match push.kind {
-                    PushKind::SMessage => {
-                        if let (Some(channel), Some(kind)) = (bytes(&push.data, 0), bytes(&push.data, 1)) {
-                            routes.deliver(channel, kind);
-                        }
-                    }
-                    // A (re)subscription: after a reconnect, failover or slot move the
-                    // connection subscribes again by itself; what was announced meanwhile was
-                    // missed, so the topic looks once.
-                    PushKind::SSubscribe => {
-                        if let Some(topic) = bytes(&push.data, 0)
-                            .and_then(|c| std::str::from_utf8(c).ok())
-                            .and_then(|c| routes.0.get(c))
-                        {
-                            Routes::wake(topic);
-                        }
-                    }
-                    _ => {}
-                },
-                None => return Err("the sharded pub/sub connection closed".into()),
-            },
-            _ = ping.tick() => {
-                let cmd = redis::cmd("PING");
-                match tokio::time::timeout(PING_TIMEOUT, cmd.query_async::<redis::Value>(&mut cluster)).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(format!("a PING on the sharded pub/sub connection failed: {e}")),
-                    Err(_) => return Err("Redis did not answer a PING on the sharded pub/sub connection".into()),
-                }
-            }
-            _ = stop.cancelled() => return Ok(()),
-        }
     }
 }
