@@ -61,12 +61,21 @@ impl RedisConn {
                 let client = cluster_builder(url, &nodes)?
                     .build()
                     .map_err(invalid(url))?;
-                // The version is read from one seed node directly.
-                let mut seed = open_client(&nodes[0])?
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(|source| connect_error(url, origin, source))?;
-                check_version(&mut seed, url).await?;
+                // The version is read from the first seed node that answers.
+                let mut last_error = None;
+                for node in &nodes {
+                    match open_client(node)?.get_multiplexed_async_connection().await {
+                        Ok(mut seed) => {
+                            check_version(&mut seed, url).await?;
+                            last_error = None;
+                            break;
+                        }
+                        Err(e) => last_error = Some(e),
+                    }
+                }
+                if let Some(source) = last_error {
+                    return Err(connect_error(url, origin, source));
+                }
                 Source::Cluster { client, nodes }
             }
         };
