@@ -31,7 +31,7 @@ pub use error::{AckError, Error, Result};
 pub use id::MessageId;
 pub use keys::{validate_topic, DEFAULT_NAMESPACE};
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
-pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts};
+pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
 /// public API: it changes without notice.
