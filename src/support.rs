@@ -37,24 +37,23 @@ pub fn score(server: &RedisServer, key: &str, id: &MessageId) -> Option<f64> {
 }
 
 /// Which state `id` is in: "delayed", "inflight", "dead" or "gone"; panics when it is in more
-/// than one, or in a set without an envelope.
+/// than one, or in a set without an envelope. The four reads are one MULTI/EXEC, so a runtime
+/// moving the message meanwhile cannot make it look like two states.
 pub fn state(server: &RedisServer, topic: &str, id: &MessageId) -> &'static str {
     let k = keys(topic);
-    let mut found = Vec::new();
-    for (name, key) in [
-        ("delayed", &k.delayed),
-        ("inflight", &k.inflight),
-        ("dead", &k.dead),
-    ] {
-        if score(server, key, id).is_some() {
-            found.push(name);
-        }
-    }
-    let has_env: bool = redis::cmd("HEXISTS")
-        .arg(&k.msg)
-        .arg(id.as_str())
-        .query(&mut server.connection())
-        .unwrap();
+    let (delayed, inflight, dead, has_env): (Option<f64>, Option<f64>, Option<f64>, bool) =
+        redis::pipe()
+            .atomic()
+            .zscore(&k.delayed, id.as_str())
+            .zscore(&k.inflight, id.as_str())
+            .zscore(&k.dead, id.as_str())
+            .hexists(&k.msg, id.as_str())
+            .query(&mut server.connection())
+            .unwrap();
+    let found: Vec<&str> = [("delayed", delayed), ("inflight", inflight), ("dead", dead)]
+        .into_iter()
+        .filter_map(|(name, score)| score.map(|_| name))
+        .collect();
     match (found.as_slice(), has_env) {
         ([], false) => "gone",
         ([one], true) => one,

@@ -285,7 +285,11 @@ async fn failover(kind: &str, replicas: u32, first: u64) {
         lost.len(),
         started.elapsed()
     );
-    assert!(acked.len() > 100, "most sends succeed: {}", acked.len());
+    assert!(
+        acked.len() >= 50,
+        "sends succeed before and after the failover: {}",
+        acked.len()
+    );
     if replicas > 0 {
         assert!(lost.is_empty(), "{kind}: lost acknowledged sends: {lost:?}");
     }
