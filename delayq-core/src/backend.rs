@@ -23,8 +23,12 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
 /// cluster connection routes each by its first key and follows `MOVED`/`ASK`).
 #[derive(Clone)]
 pub enum AnyConn {
-    /// A single server, or the current primary of a Sentinel deployment.
+    /// A single server: reconnects to the same address by itself.
     Single(ConnectionManager),
+    /// The primary the sentinels named. It never reconnects by itself: an old primary that
+    /// comes back at the same address after a failover would take writes that the next
+    /// resync then throws away; a failed connection is replaced by asking the sentinels again.
+    Direct(redis::aio::MultiplexedConnection),
     /// Redis Cluster.
     Cluster(ClusterConnection),
 }
@@ -33,6 +37,7 @@ impl ConnectionLike for AnyConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             AnyConn::Single(c) => c.req_packed_command(cmd),
+            AnyConn::Direct(c) => c.req_packed_command(cmd),
             AnyConn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -45,6 +50,7 @@ impl ConnectionLike for AnyConn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             AnyConn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            AnyConn::Direct(c) => c.req_packed_commands(cmd, offset, count),
             AnyConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
@@ -52,6 +58,7 @@ impl ConnectionLike for AnyConn {
     fn get_db(&self) -> i64 {
         match self {
             AnyConn::Single(c) => c.get_db(),
+            AnyConn::Direct(c) => c.get_db(),
             AnyConn::Cluster(c) => c.get_db(),
         }
     }
@@ -138,9 +145,13 @@ pub(crate) async fn open(source: &Source) -> redis::RedisResult<AnyConn> {
         }
         Source::Sentinel(sentinel) => {
             let client = sentinel.lock().await.async_get_client().await?;
-            ConnectionManager::new_with_config(client, manager_config())
+            let config = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+                .set_response_timeout(Some(RESPONSE_TIMEOUT));
+            client
+                .get_multiplexed_async_connection_with_config(&config)
                 .await
-                .map(AnyConn::Single)
+                .map(AnyConn::Direct)
         }
         Source::Cluster { client, .. } => client.get_async_connection().await.map(AnyConn::Cluster),
     }

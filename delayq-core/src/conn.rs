@@ -82,8 +82,8 @@ impl RedisConn {
         let mut conn = open(&source)
             .await
             .map_err(|source| connect_error(url, origin, source))?;
-        if let AnyConn::Single(c) = &mut conn {
-            check_version(c, url).await?;
+        if !matches!(conn, AnyConn::Cluster(_)) {
+            check_version(&mut conn, url).await?;
         }
         Ok(RedisConn {
             shared: Arc::new(Shared {
@@ -187,12 +187,11 @@ impl RedisConn {
         if e.is_timeout() {
             return true;
         }
-        // After a failover the old primary is gone (I/O errors, refused connections) or, back
-        // as a replica, refuses writes (READONLY): ask the sentinels again.
+        // On Sentinel any failure but a plain error reply (WRONGTYPE, NOSCRIPT, …) may mean
+        // the primary is gone or demoted (it then refuses writes with READONLY): ask the
+        // sentinels again. The connection never reconnects by itself (see `AnyConn::Direct`).
         matches!(self.shared.source, Source::Sentinel(_))
-            && (e.is_io_error()
-                || e.is_connection_dropped()
-                || e.is_connection_refusal()
+            && (!matches!(e.kind(), redis::ErrorKind::Server(_))
                 || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")))
     }
 
@@ -237,6 +236,7 @@ impl RedisConn {
         self.run(|conn| async move {
             match conn {
                 AnyConn::Single(mut c) => cmd.query_async(&mut c).await,
+                AnyConn::Direct(mut c) => cmd.query_async(&mut c).await,
                 AnyConn::Cluster(mut c) => {
                     let route = Route::with_key(key.as_bytes(), SlotAddr::Master);
                     let routing =
