@@ -31,7 +31,6 @@ pub struct RedisConn {
 struct Shared {
     source: Source,
     url: String,
-    origin: UrlOrigin,
     /// The connection in use and a generation number, bumped on every replacement so that a
     /// burst of failures on one dead connection replaces it once.
     current: Mutex<(u64, AnyConn)>,
@@ -89,7 +88,6 @@ impl RedisConn {
             shared: Arc::new(Shared {
                 source,
                 url: url.to_string(),
-                origin,
                 current: Mutex::new((0, conn)),
                 replacing: tokio::sync::Mutex::new(()),
             }),
@@ -99,11 +97,6 @@ impl RedisConn {
     /// The URL, with any password hidden.
     pub fn shown_url(&self) -> String {
         redact_url(&self.shared.url)
-    }
-
-    /// Where the URL came from.
-    pub fn origin(&self) -> UrlOrigin {
-        self.shared.origin
     }
 
     /// Whether this is a Redis Cluster (wake-ups are then sharded: `SPUBLISH`/`SSUBSCRIBE`).
@@ -252,7 +245,7 @@ impl RedisConn {
 
 /// Turns a failed call on `keys` into an [`Error`]; a WRONGTYPE is traced to the key that
 /// holds the foreign value, so the message can name it.
-pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
+async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
     // Inside a script, a command's WRONGTYPE comes back as a script error whose code is the
     // script's, with WRONGTYPE only in its text; so the text is checked too.
     if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {
@@ -272,17 +265,27 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
     Error::Redis(err)
 }
 
+/// Runs `call` (commands on the topic whose keys are `keys`) on `conn`; a failure is
+/// explained as above.
+pub(crate) async fn on_topic<T, F, Fut>(conn: &RedisConn, keys: &TopicKeys, call: F) -> Result<T>
+where
+    F: FnOnce(AnyConn) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    match conn.run(call).await {
+        Ok(v) => Ok(v),
+        Err(e) => Err(explain(conn, keys, e).await),
+    }
+}
+
 /// Runs a script on the topic whose keys are `keys`; a failure is explained as above.
 pub(crate) async fn invoke<T: redis::FromRedisValue>(
     conn: &RedisConn,
     keys: &TopicKeys,
     script: &redis::ScriptInvocation<'_>,
 ) -> Result<T> {
-    match conn
-        .run(|mut c| async move { script.invoke_async(&mut c).await })
-        .await
-    {
-        Ok(v) => Ok(v),
-        Err(e) => Err(explain(conn, keys, e).await),
-    }
+    on_topic(conn, keys, |mut c| async move {
+        script.invoke_async(&mut c).await
+    })
+    .await
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
-use crate::conn::{explain, invoke, RedisConn};
+use crate::conn::{invoke, on_topic, RedisConn};
 use crate::connect::{namespace_from_env, redis_url_from_env, UrlOrigin};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -216,25 +216,21 @@ impl Producer {
             });
             pipe.invoke_script(&scripts::send(&keys, messages));
         }
-        let result = self
-            .conn
-            .run(|mut conn| async move {
-                let first: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-                match first {
-                    // Redis restarted or flushed its scripts. Nothing ran: every call in the
-                    // pipeline is the same script, so they all failed. Load it and send the
-                    // batch again.
-                    Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                        SCRIPTS.send.load_async(&mut conn).await?;
-                        pipe.query_async::<Vec<Value>>(&mut conn).await
-                    }
-                    other => other,
+        let pipe = &pipe;
+        on_topic(&self.conn, &keys, |mut conn| async move {
+            let first: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+            match first {
+                // Redis restarted or flushed its scripts. Nothing ran: every call in the
+                // pipeline is the same script, so they all failed. Load it and send the
+                // batch again.
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    SCRIPTS.send.load_async(&mut conn).await?;
+                    pipe.query_async::<Vec<Value>>(&mut conn).await
                 }
-            })
-            .await;
-        if let Err(e) = result {
-            return Err(explain(&self.conn, &keys, e).await);
-        }
+                other => other,
+            }
+        })
+        .await?;
         Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
     }
 
@@ -266,17 +262,14 @@ impl Producer {
             .zcard(&keys.inflight)
             .zcard(&keys.dead);
         let pipe = &pipe;
-        match self
-            .conn
-            .run(|mut conn| async move { pipe.query_async(&mut conn).await })
-            .await
-        {
-            Ok((delayed, inflight, dead)) => Ok(TopicCounts {
-                delayed,
-                inflight,
-                dead,
-            }),
-            Err(e) => Err(explain(&self.conn, &keys, e).await),
-        }
+        let (delayed, inflight, dead) = on_topic(&self.conn, &keys, |mut conn| async move {
+            pipe.query_async(&mut conn).await
+        })
+        .await?;
+        Ok(TopicCounts {
+            delayed,
+            inflight,
+            dead,
+        })
     }
 }
