@@ -27,8 +27,8 @@ pub use info::parse_command_calls;
 pub use proxy::BlackholeProxy;
 pub use server::{Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
-    drained, envelope, init_tracing, keys, producer, runtime, score, sleep_ms, state, wait_until,
-    Seen,
+    drained, envelope, init_tracing, keys, pending_entries, producer, runtime, score, sleep_ms,
+    state, stream_runtime, wait_until, Seen,
 };
 pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
 

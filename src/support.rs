@@ -192,3 +192,35 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
+
+/// A runtime running only the stream listeners of `streams` against `server`, with a short
+/// shutdown grace.
+pub async fn stream_runtime(
+    server: &RedisServer,
+    streams: &[&str],
+) -> delayq_runtime::RuntimeHandle {
+    delayq_runtime::Runtime::builder()
+        .redis_url(server.url())
+        .streams(streams.iter().copied())
+        .shutdown_grace(Duration::from_secs(2))
+        .spawn()
+        .await
+        .expect("spawn the runtime")
+}
+
+/// How many entries of `group` on `stream` are pending (delivered, not acked).
+pub fn pending_entries(server: &RedisServer, stream: &str, group: &str) -> u64 {
+    let mut c = server.connection();
+    let summary: redis::Value = redis::cmd("XPENDING")
+        .arg(stream)
+        .arg(group)
+        .query(&mut c)
+        .expect("XPENDING");
+    match summary {
+        redis::Value::Array(parts) => match parts.first() {
+            Some(redis::Value::Int(n)) => *n as u64,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}

@@ -15,7 +15,10 @@ use crate::error::{redact_url, Error, Result};
 
 /// A command without an answer for this long counts as a dead connection: it fails, and the
 /// connection is replaced. Large batches run as one script, so this is not tight.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The response timeout of a connection opened for blocking reads: longer than the longest
+/// block delayq asks for (`XREADGROUP … BLOCK`), so that only a silent peer trips it.
+pub(crate) const BLOCKING_RESPONSE_TIMEOUT: Duration = Duration::from_secs(75);
 /// One attempt to open a connection (TCP, TLS, AUTH, HELLO) gives up after this long.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -71,15 +74,17 @@ pub(crate) enum Source {
     Sentinel(tokio::sync::Mutex<SentinelClient>),
     Cluster {
         client: ClusterClient,
+        /// The same nodes with [`BLOCKING_RESPONSE_TIMEOUT`], for blocking reads.
+        blocking: Box<ClusterClient>,
         /// The seed nodes, to build the wake-up subscriber's own (RESP3) cluster connection.
         nodes: Vec<String>,
     },
 }
 
-fn manager_config() -> ConnectionManagerConfig {
+fn manager_config(response_timeout: Duration) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_response_timeout(Some(response_timeout))
         .set_number_of_retries(2)
         .set_max_delay(Duration::from_secs(1))
 }
@@ -135,11 +140,15 @@ pub(crate) fn sentinel_client(url: &str, spec: &SentinelSpec) -> Result<Sentinel
     builder.build().map_err(invalid(url))
 }
 
-/// Opens a connection from `source`.
-pub(crate) async fn open(source: &Source) -> redis::RedisResult<AnyConn> {
+/// Opens a connection from `source` whose commands fail after `response_timeout` without an
+/// answer ([`RESPONSE_TIMEOUT`] or [`BLOCKING_RESPONSE_TIMEOUT`]).
+pub(crate) async fn open(
+    source: &Source,
+    response_timeout: Duration,
+) -> redis::RedisResult<AnyConn> {
     match source {
         Source::Single(client) => {
-            ConnectionManager::new_with_config(client.clone(), manager_config())
+            ConnectionManager::new_with_config(client.clone(), manager_config(response_timeout))
                 .await
                 .map(AnyConn::Single)
         }
@@ -147,12 +156,21 @@ pub(crate) async fn open(source: &Source) -> redis::RedisResult<AnyConn> {
             let client = sentinel.lock().await.async_get_client().await?;
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-                .set_response_timeout(Some(RESPONSE_TIMEOUT));
+                .set_response_timeout(Some(response_timeout));
             client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
                 .map(AnyConn::Direct)
         }
-        Source::Cluster { client, .. } => client.get_async_connection().await.map(AnyConn::Cluster),
+        Source::Cluster {
+            client, blocking, ..
+        } => {
+            let client = if response_timeout == RESPONSE_TIMEOUT {
+                client
+            } else {
+                blocking
+            };
+            client.get_async_connection().await.map(AnyConn::Cluster)
+        }
     }
 }

@@ -10,7 +10,10 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::RedisError;
 
 pub use crate::backend::AnyConn;
-use crate::backend::{cluster_builder, invalid, open, sentinel_client, Source};
+use crate::backend::{
+    cluster_builder, invalid, open, sentinel_client, Source, BLOCKING_RESPONSE_TIMEOUT,
+    RESPONSE_TIMEOUT,
+};
 use crate::connect::{check_version, connect_error, open_client, UrlOrigin};
 use crate::deployment::Deployment;
 use crate::error::{redact_url, Error, Result};
@@ -29,7 +32,9 @@ pub struct RedisConn {
 }
 
 struct Shared {
-    source: Source,
+    source: Arc<Source>,
+    /// How long a command may go unanswered before the connection counts as dead.
+    response_timeout: Duration,
     url: String,
     /// The connection in use and a generation number, bumped on every replacement so that a
     /// burst of failures on one dead connection replaces it once.
@@ -60,6 +65,12 @@ impl RedisConn {
                 let client = cluster_builder(url, &nodes)?
                     .build()
                     .map_err(invalid(url))?;
+                let blocking = Box::new(
+                    cluster_builder(url, &nodes)?
+                        .response_timeout(BLOCKING_RESPONSE_TIMEOUT)
+                        .build()
+                        .map_err(invalid(url))?,
+                );
                 // The version is read from the first seed node that answers.
                 let mut last_error = None;
                 for node in &nodes {
@@ -75,10 +86,14 @@ impl RedisConn {
                 if let Some(source) = last_error {
                     return Err(connect_error(url, origin, source));
                 }
-                Source::Cluster { client, nodes }
+                Source::Cluster {
+                    client,
+                    blocking,
+                    nodes,
+                }
             }
         };
-        let mut conn = open(&source)
+        let mut conn = open(&source, RESPONSE_TIMEOUT)
             .await
             .map_err(|source| connect_error(url, origin, source))?;
         if !matches!(conn, AnyConn::Cluster(_)) {
@@ -86,12 +101,37 @@ impl RedisConn {
         }
         Ok(RedisConn {
             shared: Arc::new(Shared {
-                source,
+                source: Arc::new(source),
+                response_timeout: RESPONSE_TIMEOUT,
                 url: url.to_string(),
                 current: Mutex::new((0, conn)),
                 replacing: tokio::sync::Mutex::new(()),
             }),
         })
+    }
+
+    /// A connection of its own to the same deployment, for blocking reads (`XREADGROUP …
+    /// BLOCK`): a blocked command would hold up every other command of a shared multiplexed
+    /// connection, and a block may last longer than the usual response timeout.
+    pub async fn for_blocking(&self) -> Result<Self> {
+        let conn = open(&self.shared.source, BLOCKING_RESPONSE_TIMEOUT).await?;
+        Ok(RedisConn {
+            shared: Arc::new(Shared {
+                source: self.shared.source.clone(),
+                response_timeout: BLOCKING_RESPONSE_TIMEOUT,
+                url: self.shared.url.clone(),
+                current: Mutex::new((0, conn)),
+                replacing: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The longest block a blocking read on [`for_blocking`](Self::for_blocking)'s connection
+    /// may ask for: well inside its response timeout.
+    pub fn max_block(&self) -> Duration {
+        self.shared
+            .response_timeout
+            .saturating_sub(Duration::from_secs(15))
     }
 
     /// The URL, with any password hidden.
@@ -101,7 +141,7 @@ impl RedisConn {
 
     /// Whether this is a Redis Cluster (wake-ups are then sharded: `SPUBLISH`/`SSUBSCRIBE`).
     pub fn is_cluster(&self) -> bool {
-        matches!(self.shared.source, Source::Cluster { .. })
+        matches!(*self.shared.source, Source::Cluster { .. })
     }
 
     /// The keys of `topic` under `namespace`, published the way this deployment needs.
@@ -112,7 +152,7 @@ impl RedisConn {
     /// A client for a plain pub/sub connection: the server, or the current Sentinel primary.
     /// `None` on a cluster, whose wake-ups go through [`cluster_subscriber`](Self::cluster_subscriber).
     pub async fn pubsub_client(&self) -> Option<redis::RedisResult<redis::Client>> {
-        match &self.shared.source {
+        match &*self.shared.source {
             Source::Single(client) => Some(Ok(client.clone())),
             Source::Sentinel(sentinel) => Some(sentinel.lock().await.async_get_client().await),
             Source::Cluster { .. } => None,
@@ -126,7 +166,7 @@ impl RedisConn {
         &self,
         pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> Option<redis::RedisResult<ClusterConnection>> {
-        let Source::Cluster { nodes, .. } = &self.shared.source else {
+        let Source::Cluster { nodes, .. } = &*self.shared.source else {
             return None;
         };
         let builder = match cluster_builder(&self.shared.url, nodes) {
@@ -183,7 +223,7 @@ impl RedisConn {
         // On Sentinel any failure but a plain error reply (WRONGTYPE, NOSCRIPT, …) may mean
         // the primary is gone or demoted (it then refuses writes with READONLY): ask the
         // sentinels again. The connection never reconnects by itself (see `AnyConn::Direct`).
-        matches!(self.shared.source, Source::Sentinel(_))
+        matches!(*self.shared.source, Source::Sentinel(_))
             && (!matches!(e.kind(), redis::ErrorKind::Server(_))
                 || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")))
     }
@@ -194,7 +234,7 @@ impl RedisConn {
         if self.current().0 != generation {
             return;
         }
-        match open(&self.shared.source).await {
+        match open(&self.shared.source, self.shared.response_timeout).await {
             Ok(fresh) => {
                 let mut current = self
                     .shared

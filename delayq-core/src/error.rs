@@ -91,6 +91,17 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A stream, group or leader-task name outside `[A-Za-z0-9._:-]{1,128}` (the same rule as
+    /// topics, so that every key of a stream shares its Redis Cluster slot).
+    #[error("invalid {kind} name {name:?}: {reason}; a {kind} name is 1 to 128 characters from A-Z a-z 0-9 . _ : -")]
+    InvalidName {
+        /// `stream`, `group` or `leader`.
+        kind: &'static str,
+        /// The rejected name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A namespace outside `[A-Za-z0-9._:-]{1,64}`.
     #[error("invalid namespace {namespace:?}: a namespace is 1 to 64 characters from A-Z a-z 0-9 . _ : -")]
     InvalidNamespace {
@@ -166,10 +177,11 @@ pub enum Error {
         /// How many.
         count: usize,
     },
-    /// Two listeners in one binary handle the same topic.
-    #[error("two listeners handle topic {topic:?}: {first} and {second}; a topic has one listener per binary (raise `concurrency` instead)")]
+    /// Two listeners in one binary handle the same topic (or stream and group), or two
+    /// leader tasks share a name.
+    #[error("two functions are registered for {topic}: {first} and {second}; each has one per binary (raise `concurrency` instead)")]
     DuplicateListener {
-        /// The topic.
+        /// What both claim: `topic "t"`, `stream "s" group "g"` or `leader task "n"`.
         topic: String,
         /// One function.
         first: String,

@@ -15,21 +15,40 @@ fn allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
 }
 
+/// Why `name` breaks the topic rule, if it does.
+fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if name.len() > MAX_TOPIC_LEN {
+        Some(format!("it is {} characters long", name.len()))
+    } else {
+        name.chars()
+            .find(|c| !allowed(*c))
+            .map(|c| format!("{c:?} is not allowed"))
+    }
+}
+
 /// Checks a topic name: 1 to 128 characters from `[A-Za-z0-9._:-]`.
 pub fn validate_topic(topic: &str) -> Result<()> {
-    let reason = if topic.is_empty() {
-        "it is empty".to_string()
-    } else if topic.len() > MAX_TOPIC_LEN {
-        format!("it is {} characters long", topic.len())
-    } else if let Some(c) = topic.chars().find(|c| !allowed(*c)) {
-        format!("{c:?} is not allowed")
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidTopic {
-        topic: topic.to_string(),
-        reason,
-    })
+    match name_problem(topic) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidTopic {
+            topic: topic.to_string(),
+            reason,
+        }),
+    }
+}
+
+/// Checks a stream, group or leader-task name (`kind`) by the topic rule.
+pub fn validate_name(kind: &'static str, name: &str) -> Result<()> {
+    match name_problem(name) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidName {
+            kind,
+            name: name.to_string(),
+            reason,
+        }),
+    }
 }
 
 /// Checks a namespace: 1 to 64 characters from `[A-Za-z0-9._:-]`.

@@ -19,10 +19,13 @@ mod envelope;
 mod error;
 mod id;
 mod keys;
+mod leader;
 mod producer;
+mod publish;
 mod queue;
 mod scripts;
 mod send_options;
+mod stream;
 
 pub use connect::{UrlOrigin, DEFAULT_REDIS_URL, MIN_REDIS_VERSION};
 pub use dead::DeadLetter;
@@ -30,7 +33,9 @@ pub use envelope::MAX_DUE_MS;
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
 pub use keys::{validate_topic, DEFAULT_NAMESPACE};
+pub use leader::{LeaderLease, Leadership};
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
+pub use publish::{PublishOptions, StreamDeadLetter};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
@@ -42,11 +47,16 @@ pub mod protocol {
     pub use crate::deployment::{Deployment, SentinelSpec};
     pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
     pub use crate::error::redact_url;
+    pub use crate::keys::validate_name;
     pub use crate::keys::{validate_namespace, TopicKeys};
     pub use crate::queue::{
         ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
     };
     pub use crate::scripts::{WAKE_BACK, WAKE_BOSS};
+    pub use crate::stream::{
+        dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,
+        REPLAY_FOR_FIELD,
+    };
 
     use crate::{Producer, Result};
 

@@ -96,7 +96,7 @@ impl Producer {
         Ok(TopicQueue::new(self.conn.clone(), self.keys(topic)?))
     }
 
-    fn encode<T: Serialize + ?Sized>(&self, payload: &T) -> Result<Vec<u8>> {
+    pub(crate) fn encode<T: Serialize + ?Sized>(&self, payload: &T) -> Result<Vec<u8>> {
         let bytes = serde_json::to_vec(payload)?;
         if bytes.len() > self.max_payload {
             return Err(Error::PayloadTooLarge {

@@ -1,7 +1,5 @@
 //! The Lua scripts, one per state change, each loaded once with the shared prelude in front.
 
-use std::sync::LazyLock;
-
 use redis::{Script, ScriptInvocation};
 
 use crate::id::MessageId;
@@ -9,35 +7,44 @@ use crate::keys::TopicKeys;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
+/// Declares a set of scripts: a struct with one `Script` per name, each the file
+/// `scripts/<dir><name>.lua` with `prelude` in front, compiled (hashed) once per process.
 macro_rules! scripts {
-    ($($name:ident),* $(,)?) => {
-        /// Every script, compiled (hashed) once per process.
-        pub(crate) struct Scripts {
-            $(pub(crate) $name: Script,)*
+    ($set:ident, $static:ident, $dir:literal, $prelude:expr, [$($name:ident),* $(,)?]) => {
+        pub(crate) struct $set {
+            $(pub(crate) $name: redis::Script,)*
         }
 
-        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-            $($name: Script::new(&format!(
-                "{PRELUDE}\n{}",
-                include_str!(concat!("scripts/", stringify!($name), ".lua"))
+        pub(crate) static $static: std::sync::LazyLock<$set> = std::sync::LazyLock::new(|| $set {
+            $($name: redis::Script::new(&format!(
+                "{}\n{}",
+                $prelude,
+                include_str!(concat!("scripts/", $dir, stringify!($name), ".lua"))
             )),)*
         });
     };
 }
+pub(crate) use scripts;
 
 scripts!(
-    send,
-    claim_due,
-    ack,
-    extend,
-    nack,
-    release,
-    requeue_expired,
-    cancel,
-    reschedule,
-    dead_list,
-    replay_dead,
-    purge_dead,
+    Scripts,
+    SCRIPTS,
+    "",
+    PRELUDE,
+    [
+        send,
+        claim_due,
+        ack,
+        extend,
+        nack,
+        release,
+        requeue_expired,
+        cancel,
+        reschedule,
+        dead_list,
+        replay_dead,
+        purge_dead,
+    ]
 );
 
 /// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,

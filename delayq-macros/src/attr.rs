@@ -1,18 +1,46 @@
-//! Parses the attribute arguments into a typed struct; each value keeps its span for errors.
+//! Parses attribute arguments into a typed table; each value keeps its span for errors. The
+//! three attributes share it: each lists the options it takes and their kinds.
 
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Lit, MetaNameValue, Token};
 
-/// The raw arguments of `#[delay_listener(...)]`, each with the span of its value.
-#[derive(Default)]
-pub(crate) struct ListenerArgs {
-    pub topic: Option<syn::LitStr>,
-    pub concurrency: Option<syn::LitInt>,
-    pub max_attempts: Option<syn::LitInt>,
-    pub ack_timeout: Option<syn::LitStr>,
-    pub backoff: Option<syn::LitStr>,
+/// What an option takes.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Str,
+    Int,
+}
+
+/// One option an attribute takes.
+pub(crate) struct Spec {
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+pub(crate) const fn string(name: &'static str) -> Spec {
+    Spec {
+        name,
+        kind: Kind::Str,
+    }
+}
+
+pub(crate) const fn int(name: &'static str) -> Spec {
+    Spec {
+        name,
+        kind: Kind::Int,
+    }
+}
+
+enum Value {
+    Str(syn::LitStr),
+    Int(syn::LitInt),
+}
+
+/// The arguments as given, each with the span of its value.
+pub(crate) struct Args {
+    values: Vec<(&'static str, Value)>,
 }
 
 /// The value without the invisible group `macro_rules!` wraps a `$x:literal` in, so that
@@ -24,67 +52,75 @@ fn ungrouped(value: &Expr) -> &Expr {
     }
 }
 
-fn string(value: &Expr, name: &str) -> syn::Result<syn::LitStr> {
-    match ungrouped(value) {
-        Expr::Lit(ExprLit {
-            lit: Lit::Str(s), ..
-        }) => Ok(s.clone()),
-        other => Err(syn::Error::new_spanned(
+fn value(expr: &Expr, spec: &Spec) -> syn::Result<Value> {
+    let name = spec.name;
+    match (ungrouped(expr), spec.kind) {
+        (
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }),
+            Kind::Str,
+        ) => Ok(Value::Str(s.clone())),
+        (
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }),
+            Kind::Int,
+        ) => Ok(Value::Int(i.clone())),
+        (other, Kind::Str) => Err(syn::Error::new_spanned(
             other,
             format!("`{name}` takes a string literal, e.g. {name} = \"...\""),
         )),
-    }
-}
-
-fn integer(value: &Expr, name: &str) -> syn::Result<syn::LitInt> {
-    match ungrouped(value) {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(i), ..
-        }) => Ok(i.clone()),
-        other => Err(syn::Error::new_spanned(
+        (other, Kind::Int) => Err(syn::Error::new_spanned(
             other,
             format!("`{name}` takes an integer literal, e.g. {name} = 8"),
         )),
     }
 }
 
-fn set<T>(slot: &mut Option<T>, value: T, pair: &MetaNameValue, name: &str) -> syn::Result<()> {
-    if slot.is_some() {
-        return Err(syn::Error::new_spanned(
-            &pair.path,
-            format!("`{name}` is given twice"),
-        ));
-    }
-    *slot = Some(value);
-    Ok(())
-}
-
-impl ListenerArgs {
-    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
+impl Args {
+    /// Parses `tokens` as `name = literal, …` with the options of `specs`.
+    pub(crate) fn parse(tokens: TokenStream, specs: &[Spec]) -> syn::Result<Self> {
         let pairs = Punctuated::<MetaNameValue, Token![,]>::parse_terminated.parse2(tokens)?;
-        let mut args = ListenerArgs::default();
+        let mut values: Vec<(&'static str, Value)> = Vec::new();
         for pair in &pairs {
             let name = pair
                 .path
                 .get_ident()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let v = &pair.value;
-            match name.as_str() {
-                "topic" => set(&mut args.topic, string(v, "topic")?, pair, "topic")?,
-                "concurrency" => set(&mut args.concurrency, integer(v, "concurrency")?, pair, "concurrency")?,
-                "max_attempts" => set(&mut args.max_attempts, integer(v, "max_attempts")?, pair, "max_attempts")?,
-                "ack_timeout" => set(&mut args.ack_timeout, string(v, "ack_timeout")?, pair, "ack_timeout")?,
-                "backoff" => set(&mut args.backoff, string(v, "backoff")?, pair, "backoff")?,
-                _ => {
-                    return Err(syn::Error::new_spanned(
-                        &pair.path,
-                        "unknown attribute; expected one of: topic, concurrency, max_attempts, ack_timeout, backoff",
-                    ))
-                }
+            let Some(spec) = specs.iter().find(|s| s.name == name) else {
+                let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+                return Err(syn::Error::new_spanned(
+                    &pair.path,
+                    format!("unknown attribute; expected one of: {}", names.join(", ")),
+                ));
+            };
+            if values.iter().any(|(n, _)| *n == spec.name) {
+                return Err(syn::Error::new_spanned(
+                    &pair.path,
+                    format!("`{name}` is given twice"),
+                ));
             }
+            values.push((spec.name, value(&pair.value, spec)?));
         }
-        Ok(args)
+        Ok(Args { values })
+    }
+
+    /// The string option `name`, if given.
+    pub(crate) fn str(&self, name: &str) -> Option<&syn::LitStr> {
+        self.values.iter().find_map(|(n, v)| match v {
+            Value::Str(s) if *n == name => Some(s),
+            _ => None,
+        })
+    }
+
+    /// The integer option `name`, if given.
+    pub(crate) fn int(&self, name: &str) -> Option<&syn::LitInt> {
+        self.values.iter().find_map(|(n, v)| match v {
+            Value::Int(i) if *n == name => Some(i),
+            _ => None,
+        })
     }
 }
 

@@ -1,4 +1,4 @@
-//! Generates the registration: the function stays as written, and an `inventory` entry points
+//! Generates the registrations: the function stays as written, and an `inventory` entry points
 //! the runtime at it. No parameter tokens decide the ack mode; the handler traits do.
 
 use proc_macro2::TokenStream;
@@ -6,53 +6,138 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::ItemFn;
 
-use crate::validate::{Backoff, Listener};
+use crate::validate::{Backoff, Handling, LeaderTask, Listener, StreamListener};
 
-pub(crate) fn registration(listener: &Listener, function: &ItemFn) -> TokenStream {
-    let name = &function.sig.ident;
-    let Listener {
-        topic,
-        concurrency,
-        max_attempts,
-        ack_timeout_ms,
-        ..
-    } = listener;
-    let backoff = match listener.backoff {
+fn backoff(backoff: &Backoff) -> TokenStream {
+    match *backoff {
         Backoff::Exponential { base_ms, max_ms } => {
             quote!(::delayq_runtime::__private::Backoff::Exponential { base_ms: #base_ms, max_ms: #max_ms })
         }
         Backoff::Fixed { ms } => quote!(::delayq_runtime::__private::Backoff::Fixed { ms: #ms }),
-    };
-    // A second parameter must be `Ack` (through any alias or re-export): let the compiler say
-    // so on that parameter's span.
-    let ack_check = listener.ack_type.as_ref().map(|ty| {
+    }
+}
+
+/// Checks the compiler makes on the offending parameter's or return type's span: that a
+/// second parameter is `Ack` (through any alias or re-export), and the return type.
+fn type_checks(ack_type: Option<&syn::Type>, return_type: Option<&syn::Type>) -> TokenStream {
+    let ack_check = ack_type.map(|ty| {
         quote_spanned! {ty.span()=>
             const _: fn(::delayq_runtime::__private::AssertAck<#ty>) = |_| {};
         }
     });
-    let return_check = listener.return_type.as_ref().map(|ty| {
+    let return_check = return_type.map(|ty| {
         quote_spanned! {ty.span()=>
             const _: fn(::delayq_runtime::__private::AssertReturn<#ty>) = |_| {};
         }
     });
+    quote!(#ack_check #return_check)
+}
+
+fn function_path(function: &ItemFn) -> TokenStream {
+    let name = &function.sig.ident;
+    quote!(::core::concat!(
+        ::core::module_path!(),
+        "::",
+        ::core::stringify!(#name)
+    ))
+}
+
+fn listener_options(handling: &Handling, max_attempts: u32, lease_ms: u64) -> TokenStream {
+    let concurrency = handling.concurrency;
+    let backoff = backoff(&handling.backoff);
+    quote! {
+        ::delayq_runtime::__private::ListenerOptions {
+            concurrency: #concurrency,
+            max_attempts: #max_attempts,
+            ack_timeout_ms: #lease_ms,
+            backoff: #backoff,
+        }
+    }
+}
+
+pub(crate) fn registration(listener: &Listener, function: &ItemFn) -> TokenStream {
+    let name = &function.sig.ident;
+    let topic = &listener.topic;
+    let h = &listener.handling;
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let path = function_path(function);
+    let options = listener_options(h, listener.max_attempts, listener.ack_timeout_ms);
     quote! {
         #function
 
-        #ack_check
-
-        #return_check
+        #checks
 
         ::delayq_runtime::__private::inventory::submit! {
             ::delayq_runtime::__private::ListenerRegistration {
                 topic: #topic,
-                function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
-                options: ::delayq_runtime::__private::ListenerOptions {
-                    concurrency: #concurrency,
-                    max_attempts: #max_attempts,
-                    ack_timeout_ms: #ack_timeout_ms,
-                    backoff: #backoff,
-                },
+                function: #path,
+                options: #options,
                 handler: || ::delayq_runtime::__private::erase(#name),
+            }
+        }
+    }
+}
+
+pub(crate) fn stream_registration(listener: &StreamListener, function: &ItemFn) -> TokenStream {
+    let name = &function.sig.ident;
+    let StreamListener {
+        stream,
+        group,
+        from_start,
+        batch,
+        ..
+    } = listener;
+    let h = &listener.handling;
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let path = function_path(function);
+    // For a stream, "attempts" are deliveries and the lease is min_idle.
+    let options = listener_options(h, listener.max_deliveries, listener.min_idle_ms);
+    quote! {
+        #function
+
+        #checks
+
+        ::delayq_runtime::__private::inventory::submit! {
+            ::delayq_runtime::__private::StreamListenerRegistration {
+                stream: #stream,
+                group: #group,
+                from_start: #from_start,
+                batch: #batch,
+                function: #path,
+                options: #options,
+                handler: || ::delayq_runtime::__private::erase_stream(#name),
+            }
+        }
+    }
+}
+
+pub(crate) fn leader_registration(task: &LeaderTask, function: &ItemFn) -> TokenStream {
+    let name = &function.sig.ident;
+    let LeaderTask {
+        name: task_name,
+        every_ms,
+        ttl_ms,
+        ..
+    } = task;
+    let param = &task.param_type;
+    let param_check = quote_spanned! {param.span()=>
+        const _: fn(::delayq_runtime::__private::AssertLeadership<#param>) = |_| {};
+    };
+    let checks = type_checks(None, task.return_type.as_ref());
+    let path = function_path(function);
+    quote! {
+        #function
+
+        #param_check
+        #checks
+
+        ::delayq_runtime::__private::inventory::submit! {
+            ::delayq_runtime::__private::LeaderTaskRegistration {
+                name: #task_name,
+                function: #path,
+                every_ms: #every_ms,
+                ttl_ms: #ttl_ms,
+                task: || ::delayq_runtime::__private::erase_leader(#name),
             }
         }
     }

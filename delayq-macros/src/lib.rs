@@ -1,9 +1,10 @@
-//! `#[delay_listener]`: registers an `async fn` as the handler of a delayq topic. Use it
-//! through `delayq_runtime`, which re-exports it; its documentation is on
-//! [`macro@delay_listener`].
+//! `#[delay_listener]`, `#[stream_listener]` and `#[leader_task]`: register an `async fn` with
+//! the delayq runtime. Use them through `delayq_runtime`, which re-exports them; their
+//! documentation is on each attribute.
 //!
 //! The crate follows tracing-attributes' shape: `attr.rs` parses the arguments into a typed
-//! struct, `validate.rs` checks them and the function, `expand.rs` generates the registration.
+//! table, `validate.rs` checks them and the function, `expand.rs` generates the registration.
+//! The three attributes share all three steps; each has its option list and its checks.
 
 mod attr;
 mod expand;
@@ -76,9 +77,113 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn delay_listener(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);
-    let result = attr::ListenerArgs::parse(args.into())
+    let result = attr::Args::parse(args.into(), validate::DELAY_OPTIONS)
         .and_then(|args| validate::listener(args, &function))
         .map(|listener| expand::registration(&listener, &function));
+    emit(result, &function)
+}
+
+/// Registers an `async fn` as the consumer of a Redis Streams consumer group;
+/// `delayq_runtime::start()` runs it with the delay listeners.
+///
+/// ```
+/// use delayq_runtime::{stream_listener, Ack, StreamMessage};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize)]
+/// struct OrderPlaced { order_id: u64 }
+///
+/// // Auto ack: Ok(()) acks (XACK); Err(_) or a panic delivers the entry again after the
+/// // backoff, and after max_deliveries it goes to the dead-letter stream {orders.v1}:dead.
+/// #[stream_listener(stream = "orders.v1", group = "billing")]
+/// async fn bill(event: OrderPlaced) -> Result<(), String> {
+///     println!("billing order {}", event.order_id);
+///     Ok(())
+/// }
+///
+/// // Manual ack, with every option.
+/// #[stream_listener(
+///     stream = "orders.v1",
+///     group = "audit",
+///     start = "0",
+///     concurrency = 8,
+///     max_deliveries = 5,
+///     min_idle = "30s",
+///     batch = 50,
+///     backoff = "fixed(2s)"
+/// )]
+/// async fn audit(msg: StreamMessage<OrderPlaced>, ack: Ack) {
+///     println!("entry {} delivered {} times", msg.id(), msg.deliveries());
+///     ack.ack().await.expect("ack");
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Options
+///
+/// | option | default | meaning |
+/// |---|---|---|
+/// | `stream` (required) | — | the stream's Redis key as other services write it (not namespaced); the topic rule: 1 to 128 characters from `A-Z a-z 0-9 . _ : -` |
+/// | `group` (required) | — | the consumer group, created at start if missing (`MKSTREAM`); same rule |
+/// | `start` | `"$"` | where a new group starts: `"$"` only entries added from now on, `"0"` the whole stream |
+/// | `concurrency` | `16` | handlers running at once in this process (1 to 10,000) |
+/// | `max_deliveries` | `16` | deliveries of one entry to the group before it is dead-lettered (1 to 1,000,000) |
+/// | `min_idle` | `"60s"` | an entry pending this long without its consumer renewing it is taken over by another consumer; running handlers renew it every third of it. At least `100ms` |
+/// | `batch` | `100` | the most entries one read asks for (1 to 10,000); never more than free handler slots |
+/// | `backoff` | `"exp(1s, 10m)"` | the wait before an entry whose handler failed is delivered again, capped by `min_idle` |
+///
+/// Handler shapes and compile-time checks are those of [`macro@delay_listener`], with
+/// `StreamMessage<T>` in place of `Message<T>`.
+#[proc_macro_attribute]
+pub fn stream_listener(args: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as syn::ItemFn);
+    let result = attr::Args::parse(args.into(), validate::STREAM_OPTIONS)
+        .and_then(|args| validate::stream_listener(args, &function))
+        .map(|listener| expand::stream_registration(&listener, &function));
+    emit(result, &function)
+}
+
+/// Registers an `async fn` that runs every `every` on exactly one process of the namespace
+/// at a time, under a Redis lease; `delayq_runtime::start()` runs it.
+///
+/// ```
+/// use delayq_runtime::{leader_task, Leadership};
+///
+/// #[leader_task(name = "rollup", every = "10s")]
+/// async fn rollup(leader: Leadership) -> Result<(), String> {
+///     // Hand the fencing token to what you write, so a stale leader's writes can be refused.
+///     println!("rolling up as leader {}", leader.token());
+///     Ok(())
+/// }
+///
+/// #[leader_task(name = "cleanup", every = "1m", ttl = "30s")]
+/// async fn cleanup(leader: Leadership) {
+///     if leader.is_current().await { /* ... */ }
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Options
+///
+/// | option | default | meaning |
+/// |---|---|---|
+/// | `name` (required) | — | the lease's name in the namespace; the topic rule |
+/// | `every` (required) | — | how often the leader runs the task (from the start of one run to the next; a run never overlaps the previous one) |
+/// | `ttl` | `"15s"` | the lease: renewed every third of it; when the leader dies, another takes over within it. At least `300ms` |
+///
+/// The function takes one parameter, `Leadership` (its fencing token and `is_current()`),
+/// and returns `()` or `Result<(), E: Display>` (an error is logged; the next run comes all
+/// the same).
+#[proc_macro_attribute]
+pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as syn::ItemFn);
+    let result = attr::Args::parse(args.into(), validate::LEADER_OPTIONS)
+        .and_then(|args| validate::leader_task(args, &function))
+        .map(|task| expand::leader_registration(&task, &function));
+    emit(result, &function)
+}
+
+fn emit(result: syn::Result<proc_macro2::TokenStream>, function: &syn::ItemFn) -> TokenStream {
     match result {
         Ok(tokens) => tokens.into(),
         Err(err) => {

@@ -3,7 +3,7 @@
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, LitStr};
 
-use crate::attr::{attribute_span, ListenerArgs};
+use crate::attr::{attribute_span, int, string, Args, Spec};
 
 /// The shortest `ack_timeout` a listener may have. The runtime renews a running handler's
 /// lease every third of it, so the lease must outlast about three Redis round trips plus the
@@ -32,29 +32,29 @@ pub(crate) enum Backoff {
     Fixed { ms: u64 },
 }
 
-/// A validated listener.
+/// A validated delay listener.
 pub(crate) struct Listener {
     pub topic: String,
-    pub concurrency: u32,
     pub max_attempts: u32,
     pub ack_timeout_ms: u64,
-    pub backoff: Backoff,
-    /// The type of the second parameter, when there is one (checked to be `Ack` by the compiler).
-    pub ack_type: Option<syn::Type>,
-    /// The declared return type, when there is one (checked by the compiler).
-    pub return_type: Option<syn::Type>,
+    pub handling: Handling,
 }
 
-fn topic(lit: &LitStr) -> syn::Result<String> {
-    let topic = lit.value();
+/// A topic, stream, group or leader-task name (`what`): the topic rule.
+fn name(lit: &LitStr, what: &str) -> syn::Result<String> {
+    let name = lit.value();
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
-    if topic.is_empty() || topic.len() > MAX_TOPIC_LEN || !topic.chars().all(ok_char) {
+    if name.is_empty() || name.len() > MAX_TOPIC_LEN || !name.chars().all(ok_char) {
         return Err(syn::Error::new(
             lit.span(),
-            "invalid topic: use 1 to 128 characters from A-Z a-z 0-9 . _ : -",
+            format!("invalid {what}: use 1 to 128 characters from A-Z a-z 0-9 . _ : -"),
         ));
     }
-    Ok(topic)
+    Ok(name)
+}
+
+fn required<'a>(lit: Option<&'a LitStr>, what: &str, example: &str) -> syn::Result<&'a LitStr> {
+    lit.ok_or_else(|| syn::Error::new(attribute_span(), format!("missing {what}: write {example}")))
 }
 
 /// Parses a humane duration: a whole number followed by `ms`, `s`, `m` or `h`.
@@ -82,12 +82,13 @@ fn duration(lit: &LitStr, what: &str) -> syn::Result<u64> {
     })
 }
 
-fn ack_timeout(lit: &LitStr) -> syn::Result<u64> {
-    let ms = duration(lit, "ack_timeout")?;
+/// A duration that must be at least [`MIN_ACK_TIMEOUT_MS`]: a lease renewed every third of it.
+fn lease_length(lit: &LitStr, what: &str) -> syn::Result<u64> {
+    let ms = duration(lit, what)?;
     if ms < MIN_ACK_TIMEOUT_MS {
         return Err(syn::Error::new(
             lit.span(),
-            format!("ack_timeout must be at least {MIN_ACK_TIMEOUT_MS}ms: the lease is renewed every third of it, and a shorter one lapses on a single slow Redis round trip"),
+            format!("{what} must be at least {MIN_ACK_TIMEOUT_MS}ms: the lease is renewed every third of it, and a shorter one lapses on a single slow Redis round trip"),
         ));
     }
     Ok(ms)
@@ -135,25 +136,30 @@ fn bounded(lit: &syn::LitInt, name: &str, max: u32) -> syn::Result<u32> {
     }
 }
 
-pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Listener> {
+/// The function's shape, checked for any of the attributes (`attr` names it in messages):
+/// its parameter types (`params` of them allowed) and its declared return type.
+struct Shape {
+    types: Vec<syn::Type>,
+    return_type: Option<syn::Type>,
+}
+
+fn shape(
+    function: &ItemFn,
+    attr: &str,
+    params: std::ops::RangeInclusive<usize>,
+    (count, detail): (&str, &str),
+) -> syn::Result<Shape> {
     let sig = &function.sig;
-    let topic_lit = args.topic.as_ref().ok_or_else(|| {
-        syn::Error::new(
-            attribute_span(),
-            "missing topic: write #[delay_listener(topic = \"order.timeout\")]",
-        )
-    })?;
-    let topic = topic(topic_lit)?;
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(
             sig.fn_token.span(),
-            "a #[delay_listener] function must be `async fn`",
+            format!("a #[{attr}] function must be `async fn`"),
         ));
     }
     if !sig.generics.params.is_empty() {
         return Err(syn::Error::new(
             sig.generics.span(),
-            "a #[delay_listener] function cannot be generic",
+            format!("a #[{attr}] function cannot be generic"),
         ));
     }
     let mut types = Vec::new();
@@ -162,49 +168,219 @@ pub(crate) fn listener(args: ListenerArgs, function: &ItemFn) -> syn::Result<Lis
             FnArg::Receiver(r) => {
                 return Err(syn::Error::new(
                     r.span(),
-                    "a #[delay_listener] must be a free function, not a method",
+                    format!("a #[{attr}] must be a free function, not a method"),
                 ))
             }
             FnArg::Typed(t) => types.push((*t.ty).clone()),
         }
     }
-    if types.is_empty() || types.len() > 2 {
-        let span = match sig.inputs.iter().nth(2) {
+    if !params.contains(&types.len()) {
+        let span = match sig.inputs.iter().nth(*params.end()) {
             Some(extra) => extra.span(),
             None => sig.ident.span(),
         };
         return Err(syn::Error::new(
             span,
-            format!(
-                "a #[delay_listener] takes 1 or 2 parameters, not {}: the payload (`T` or `Message<T>`), then optionally `ack: Ack` for manual ack",
-                types.len()
-            ),
+            format!("a #[{attr}] takes {count}, not {}: {detail}", types.len()),
         ));
     }
-    Ok(Listener {
-        topic,
-        concurrency: match &args.concurrency {
-            Some(lit) => bounded(lit, "concurrency", MAX_CONCURRENCY)?,
-            None => DEFAULT_CONCURRENCY,
-        },
-        max_attempts: match &args.max_attempts {
-            Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
-            None => DEFAULT_MAX_ATTEMPTS,
-        },
-        ack_timeout_ms: match &args.ack_timeout {
-            Some(lit) => ack_timeout(lit)?,
-            None => DEFAULT_ACK_TIMEOUT_MS,
-        },
-        backoff: match &args.backoff {
-            Some(lit) => backoff(lit)?,
-            None => DEFAULT_BACKOFF,
-        },
-        ack_type: types.get(1).cloned(),
+    Ok(Shape {
+        types,
         return_type: match &sig.output {
             syn::ReturnType::Default => None,
             syn::ReturnType::Type(_, ty) => Some((**ty).clone()),
         },
     })
+}
+
+/// How a listener's handler is called and settled; the same for delay and stream listeners.
+pub(crate) struct Handling {
+    pub concurrency: u32,
+    pub backoff: Backoff,
+    /// The type of the second parameter, when there is one (checked to be `Ack` by the compiler).
+    pub ack_type: Option<syn::Type>,
+    /// The declared return type, when there is one (checked by the compiler).
+    pub return_type: Option<syn::Type>,
+}
+
+fn handling(args: &Args, function: &ItemFn, attr: &str, payload: &str) -> syn::Result<Handling> {
+    let shape = shape(
+        function,
+        attr,
+        1..=2,
+        (
+            "1 or 2 parameters",
+            &format!(
+                "the payload (`T` or `{payload}<T>`), then optionally `ack: Ack` for manual ack"
+            ),
+        ),
+    )?;
+    Ok(Handling {
+        concurrency: match args.int("concurrency") {
+            Some(lit) => bounded(lit, "concurrency", MAX_CONCURRENCY)?,
+            None => DEFAULT_CONCURRENCY,
+        },
+        backoff: match args.str("backoff") {
+            Some(lit) => backoff(lit)?,
+            None => DEFAULT_BACKOFF,
+        },
+        ack_type: shape.types.get(1).cloned(),
+        return_type: shape.return_type,
+    })
+}
+
+/// The options of `#[delay_listener]`, in the order error messages list them.
+pub(crate) const DELAY_OPTIONS: &[Spec] = &[
+    string("topic"),
+    int("concurrency"),
+    int("max_attempts"),
+    string("ack_timeout"),
+    string("backoff"),
+];
+
+pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
+    let topic = name(
+        required(
+            args.str("topic"),
+            "topic",
+            "#[delay_listener(topic = \"order.timeout\")]",
+        )?,
+        "topic",
+    )?;
+    let handling = handling(&args, function, "delay_listener", "Message")?;
+    Ok(Listener {
+        topic,
+        max_attempts: match args.int("max_attempts") {
+            Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
+            None => DEFAULT_MAX_ATTEMPTS,
+        },
+        ack_timeout_ms: match args.str("ack_timeout") {
+            Some(lit) => lease_length(lit, "ack_timeout")?,
+            None => DEFAULT_ACK_TIMEOUT_MS,
+        },
+        handling,
+    })
+}
+
+/// The options of `#[stream_listener]`.
+pub(crate) const STREAM_OPTIONS: &[Spec] = &[
+    string("stream"),
+    string("group"),
+    string("start"),
+    int("concurrency"),
+    int("max_deliveries"),
+    string("min_idle"),
+    int("batch"),
+    string("backoff"),
+];
+
+pub(crate) const DEFAULT_MAX_DELIVERIES: u32 = 16;
+pub(crate) const DEFAULT_MIN_IDLE_MS: u64 = 60_000;
+pub(crate) const DEFAULT_BATCH: u32 = 100;
+pub(crate) const MAX_BATCH: u32 = 10_000;
+
+/// A validated stream listener.
+pub(crate) struct StreamListener {
+    pub stream: String,
+    pub group: String,
+    /// A new group reads from the first entry (`start = "0"`), not only new ones (`"$"`).
+    pub from_start: bool,
+    pub max_deliveries: u32,
+    pub min_idle_ms: u64,
+    pub batch: u32,
+    pub handling: Handling,
+}
+
+pub(crate) fn stream_listener(args: Args, function: &ItemFn) -> syn::Result<StreamListener> {
+    let example = "#[stream_listener(stream = \"orders.v1\", group = \"billing\")]";
+    let stream = name(required(args.str("stream"), "stream", example)?, "stream")?;
+    let group = name(required(args.str("group"), "group", example)?, "group")?;
+    let from_start = match args.str("start") {
+        None => false,
+        Some(lit) => match lit.value().as_str() {
+            "$" => false,
+            "0" => true,
+            _ => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`start` is \"$\" (a new group reads only entries added from now on, the default) or \"0\" (it reads the stream from its first entry)",
+                ))
+            }
+        },
+    };
+    let handling = handling(&args, function, "stream_listener", "StreamMessage")?;
+    Ok(StreamListener {
+        stream,
+        group,
+        from_start,
+        max_deliveries: match args.int("max_deliveries") {
+            Some(lit) => bounded(lit, "max_deliveries", MAX_MAX_ATTEMPTS)?,
+            None => DEFAULT_MAX_DELIVERIES,
+        },
+        min_idle_ms: match args.str("min_idle") {
+            Some(lit) => lease_length(lit, "min_idle")?,
+            None => DEFAULT_MIN_IDLE_MS,
+        },
+        batch: match args.int("batch") {
+            Some(lit) => bounded(lit, "batch", MAX_BATCH)?,
+            None => DEFAULT_BATCH,
+        },
+        handling,
+    })
+}
+
+/// The options of `#[leader_task]`.
+pub(crate) const LEADER_OPTIONS: &[Spec] = &[string("name"), string("every"), string("ttl")];
+
+pub(crate) const DEFAULT_LEADER_TTL_MS: u64 = 15_000;
+
+/// A validated leader task.
+pub(crate) struct LeaderTask {
+    pub name: String,
+    pub every_ms: u64,
+    pub ttl_ms: u64,
+    /// The type of the parameter (checked to be `Leadership` by the compiler).
+    pub param_type: syn::Type,
+    pub return_type: Option<syn::Type>,
+}
+
+pub(crate) fn leader_task(args: Args, function: &ItemFn) -> syn::Result<LeaderTask> {
+    let example = "#[leader_task(name = \"rollup\", every = \"10s\")]";
+    let name = name(
+        required(args.str("name"), "name", example)?,
+        "leader task name",
+    )?;
+    let every_ms = duration(required(args.str("every"), "every", example)?, "every")?;
+    let shape = shape(
+        function,
+        "leader_task",
+        1..=1,
+        ("1 parameter", "`leader: Leadership`"),
+    )?;
+    Ok(LeaderTask {
+        name,
+        every_ms,
+        ttl_ms: match args.str("ttl") {
+            Some(lit) => leader_ttl(lit)?,
+            None => DEFAULT_LEADER_TTL_MS,
+        },
+        param_type: shape.types[0].clone(),
+        return_type: shape.return_type,
+    })
+}
+
+/// The core's `LeaderLease` refuses shorter leases (renewed every third of it).
+const MIN_LEADER_TTL_MS: u64 = 300;
+
+fn leader_ttl(lit: &LitStr) -> syn::Result<u64> {
+    let ms = duration(lit, "ttl")?;
+    if ms < MIN_LEADER_TTL_MS {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("ttl must be at least {MIN_LEADER_TTL_MS}ms: the lease is renewed every third of it"),
+        ));
+    }
+    Ok(ms)
 }
 
 #[cfg(test)]

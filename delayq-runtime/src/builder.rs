@@ -3,16 +3,20 @@
 use std::time::Duration;
 
 use delayq_core::protocol::{
-    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, TopicQueue,
+    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, StreamGroup, TopicQueue,
 };
 use delayq_core::{Error, Result, UrlOrigin};
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::RuntimeHandle;
-use crate::registry::{all_listeners, ListenerRegistration};
+use crate::registry::{
+    all_leader_tasks, all_listeners, all_stream_listeners, LeaderTaskRegistration,
+    ListenerRegistration, StreamListenerRegistration,
+};
+use crate::stream::StreamRuntime;
 use crate::topic::TopicRuntime;
 use crate::wake::run_subscriber;
-use crate::{back, boss};
+use crate::{back, boss, leader_task, stream_reader, take_over};
 
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
@@ -32,6 +36,8 @@ impl Runtime {
             redis_url: None,
             namespace: None,
             topics: None,
+            streams: None,
+            leader_tasks: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
@@ -43,7 +49,39 @@ pub struct RuntimeBuilder {
     redis_url: Option<String>,
     namespace: Option<String>,
     topics: Option<Vec<String>>,
+    streams: Option<Vec<String>>,
+    leader_tasks: Option<Vec<String>>,
     shutdown_grace: Duration,
+}
+
+/// What a runtime runs: the registrations it selected.
+struct Selection {
+    topics: Vec<&'static ListenerRegistration>,
+    streams: Vec<&'static StreamListenerRegistration>,
+    leader_tasks: Vec<&'static LeaderTaskRegistration>,
+}
+
+/// The registrations of one kind named in `wanted` (each name must match one), or all of them
+/// when nothing was selected at all.
+fn pick<R>(
+    all: Vec<&'static R>,
+    wanted: Option<&Vec<String>>,
+    nothing_selected: bool,
+    name: impl Fn(&R) -> &str,
+    what: &str,
+) -> Result<Vec<&'static R>> {
+    let Some(wanted) = wanted else {
+        return Ok(if nothing_selected { all } else { Vec::new() });
+    };
+    let mut chosen = Vec::new();
+    for w in wanted {
+        let before = chosen.len();
+        chosen.extend(all.iter().filter(|r| name(r) == w));
+        if chosen.len() == before {
+            return Err(Error::Config(format!("no {what} {w:?} in this binary")));
+        }
+    }
+    Ok(chosen)
 }
 
 impl RuntimeBuilder {
@@ -69,42 +107,75 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs only the stream listeners of these streams (every group of each).
+    pub fn streams<I, S>(mut self, streams: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.streams = Some(streams.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Runs only these leader tasks (by name).
+    pub fn leader_tasks<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.leader_tasks = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// How long shutdown lets running handlers finish before handing their messages back.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
     }
 
-    fn selected(&self) -> Result<Vec<&'static ListenerRegistration>> {
-        let all = all_listeners()?;
-        let Some(wanted) = &self.topics else {
-            if all.is_empty() {
-                return Err(Error::Config(
-                    "no #[delay_listener] functions are linked into this binary".into(),
-                ));
-            }
-            return Ok(all);
+    /// Without `topics`, `streams` or `leader_tasks`, everything registered in the binary;
+    /// with any of them, only what they name.
+    fn selected(&self) -> Result<Selection> {
+        let none = self.topics.is_none() && self.streams.is_none() && self.leader_tasks.is_none();
+        let selection = Selection {
+            topics: pick(
+                all_listeners()?,
+                self.topics.as_ref(),
+                none,
+                |r| r.topic,
+                "#[delay_listener] handles topic",
+            )?,
+            streams: pick(
+                all_stream_listeners()?,
+                self.streams.as_ref(),
+                none,
+                |r| r.stream,
+                "#[stream_listener] reads stream",
+            )?,
+            leader_tasks: pick(
+                all_leader_tasks()?,
+                self.leader_tasks.as_ref(),
+                none,
+                |r| r.name,
+                "#[leader_task] is named",
+            )?,
         };
-        let mut chosen = Vec::new();
-        for topic in wanted {
-            match all.iter().find(|r| r.topic == topic) {
-                Some(r) => chosen.push(*r),
-                None => {
-                    return Err(Error::Config(format!(
-                        "no #[delay_listener] handles topic {topic:?} in this binary"
-                    )))
-                }
-            }
+        if selection.topics.is_empty()
+            && selection.streams.is_empty()
+            && selection.leader_tasks.is_empty()
+        {
+            return Err(Error::Config(if none {
+                "no #[delay_listener], #[stream_listener] or #[leader_task] functions are linked into this binary".into()
+            } else {
+                "the selection (topics, streams, leader_tasks) selects nothing to run".into()
+            }));
         }
-        if chosen.is_empty() {
-            return Err(Error::Config("topics([]) selects no listener".into()));
-        }
-        Ok(chosen)
+        Ok(selection)
     }
 
     /// Connects, checks the listeners, and starts the pools. Installs no signal handler.
     pub async fn spawn(self) -> Result<RuntimeHandle> {
-        let listeners = self.selected()?;
+        let selection = self.selected()?;
         let (url, origin) = match &self.redis_url {
             Some(url) => (url.clone(), UrlOrigin::Builder),
             None => redis_url_from_env(),
@@ -118,7 +189,7 @@ impl RuntimeBuilder {
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
         let mut topics = Vec::new();
-        for registration in listeners {
+        for registration in selection.topics {
             let keys = conn.topic_keys(&namespace, registration.topic)?;
             let queue = TopicQueue::new(conn.clone(), keys);
             topics.push(TopicRuntime::new(
@@ -128,20 +199,76 @@ impl RuntimeBuilder {
                 abort.clone(),
             ));
         }
+        let consumer = consumer_name();
+        let mut streams = Vec::new();
+        for registration in selection.streams {
+            let group = StreamGroup::new(
+                conn.clone(),
+                registration.stream,
+                registration.group,
+                &consumer,
+            )?;
+            // Before spawn returns, so that what is published after it reaches a new group
+            // that starts from `$`.
+            if group.create(registration.from_start).await? {
+                tracing::info!(
+                    stream = registration.stream,
+                    group = registration.group,
+                    "created the consumer group"
+                );
+            }
+            streams.push(StreamRuntime::new(
+                registration,
+                group,
+                stop.clone(),
+                abort.clone(),
+            ));
+        }
         let (subscribed, ready) = tokio::sync::oneshot::channel();
-        let mut tasks = vec![tokio::spawn(run_subscriber(
-            conn.clone(),
-            topics.clone(),
-            stop.clone(),
-            subscribed,
-        ))];
+        let mut tasks = Vec::new();
+        if !topics.is_empty() {
+            tasks.push(tokio::spawn(run_subscriber(
+                conn.clone(),
+                topics.clone(),
+                stop.clone(),
+                subscribed,
+            )));
+        }
         tracing::info!(
             url = %conn.shown_url(),
             url_from = %origin,
             namespace = %namespace,
             topics = topics.len(),
+            streams = streams.len(),
+            leader_tasks = selection.leader_tasks.len(),
             "delayq runtime starting"
         );
+        for s in &streams {
+            tasks.push(tokio::spawn(stream_reader::run(s.clone(), conn.clone())));
+            tasks.push(tokio::spawn(take_over::run(s.clone())));
+            tracing::info!(
+                stream = %s.stream,
+                group = %s.group_name,
+                consumer = %s.group.consumer(),
+                function = s.registration.function,
+                concurrency = s.options.concurrency,
+                ack_mode = s.handler.mode(),
+                "consuming"
+            );
+        }
+        for registration in selection.leader_tasks {
+            tasks.push(tokio::spawn(leader_task::run(
+                registration,
+                producer.clone(),
+                stop.clone(),
+            )));
+            tracing::info!(
+                task = registration.name,
+                function = registration.function,
+                every_ms = registration.every_ms,
+                "contending for the leader lease"
+            );
+        }
         for t in &topics {
             tasks.push(tokio::spawn(boss::run(t.clone())));
             tasks.push(tokio::spawn(back::run(t.clone())));
@@ -162,11 +289,11 @@ impl RuntimeBuilder {
         }
         // Wake-ups published before the subscription is in place would be missed (bosses would
         // catch up only at their safety sleep), so return once it is.
-        if tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
+        if !topics.is_empty() && tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
             tracing::warn!("the wake-up subscription is not in place yet; new messages are found at the next safety check until it is");
         }
         Ok(RuntimeHandle::new(
-            topics,
+            (topics, streams),
             tasks,
             producer,
             (stop, abort),
@@ -192,4 +319,22 @@ async fn warn_without_persistence(conn: &RedisConn) {
         Ok(_) => {}
         Err(error) => tracing::debug!(%error, "could not read Redis' appendonly setting"),
     }
+}
+
+/// A consumer name unique to this process: host, pid and a random suffix (a restarted process
+/// is a new consumer; the old one is removed from the group once it is gone and holds nothing).
+fn consumer_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .take(64)
+                .collect::<String>()
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
 }

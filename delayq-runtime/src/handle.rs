@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::stream::StreamRuntime;
 use crate::topic::TopicRuntime;
 
 /// After the grace period: how long aborted handlers get to return before their claims are
@@ -23,6 +24,7 @@ const LOGGED_IDS: usize = 20;
 /// stops it at once (claimed messages are then delivered again after their ack deadline).
 pub struct RuntimeHandle {
     topics: Vec<Arc<TopicRuntime>>,
+    streams: Vec<Arc<StreamRuntime>>,
     tasks: Vec<JoinHandle<()>>,
     producer: Producer,
     stop: CancellationToken,
@@ -34,6 +36,7 @@ impl std::fmt::Debug for RuntimeHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RuntimeHandle")
             .field("topics", &self.topics())
+            .field("streams", &self.streams())
             .field("grace", &self.grace)
             .finish()
     }
@@ -42,7 +45,7 @@ impl std::fmt::Debug for RuntimeHandle {
 impl RuntimeHandle {
     /// `cancel`: (stop claiming, abort handlers).
     pub(crate) fn new(
-        topics: Vec<Arc<TopicRuntime>>,
+        (topics, streams): (Vec<Arc<TopicRuntime>>, Vec<Arc<StreamRuntime>>),
         tasks: Vec<JoinHandle<()>>,
         producer: Producer,
         cancel: (CancellationToken, CancellationToken),
@@ -50,6 +53,7 @@ impl RuntimeHandle {
     ) -> Self {
         RuntimeHandle {
             topics,
+            streams,
             tasks,
             producer,
             stop: cancel.0,
@@ -63,6 +67,14 @@ impl RuntimeHandle {
         self.topics.iter().map(|t| &*t.name).collect()
     }
 
+    /// The stream listeners this runtime runs, as `(stream, group, consumer)`.
+    pub fn streams(&self) -> Vec<(&str, &str, &str)> {
+        self.streams
+            .iter()
+            .map(|s| (&*s.stream, &*s.group_name, s.group.consumer()))
+            .collect()
+    }
+
     /// A producer with this runtime's Redis URL and namespace, sharing its connection: what it
     /// sends, this runtime's listeners receive.
     pub fn producer(&self) -> Producer {
@@ -73,7 +85,8 @@ impl RuntimeHandle {
     /// back). For tests of the runtime's bookkeeping.
     #[doc(hidden)]
     pub fn tracked_claims(&self) -> usize {
-        self.topics.iter().map(|t| t.books.len()).sum()
+        self.topics.iter().map(|t| t.books.len()).sum::<usize>()
+            + self.streams.iter().map(|s| s.books.len()).sum::<usize>()
     }
 
     /// Stops claiming, lets running handlers finish within the grace period, then hands every
@@ -91,7 +104,7 @@ impl RuntimeHandle {
         let pools = futures_util::future::join_all(tasks);
         let finished = tokio::time::timeout_at(
             grace_end,
-            futures_util::future::join(pools, all_idle(&self.topics)),
+            futures_util::future::join(pools, all_idle(&self.topics, &self.streams)),
         )
         .await
         .is_ok();
@@ -102,7 +115,8 @@ impl RuntimeHandle {
         if !finished {
             // Aborted handlers return at once; workers stuck on an unanswered Redis call do
             // not, and their claims are handed back (or logged) below all the same.
-            let _ = tokio::time::timeout(STRAGGLER_WAIT, all_idle(&self.topics)).await;
+            let _ =
+                tokio::time::timeout(STRAGGLER_WAIT, all_idle(&self.topics, &self.streams)).await;
         }
         let hand_back_end = Instant::now() + HAND_BACK_WAIT;
         let (mut handed_back, mut unreturned) = (0, 0);
@@ -133,6 +147,11 @@ impl RuntimeHandle {
                 }
             }
         }
+        for s in &self.streams {
+            let (n, failed) = hand_back_entries(s, hand_back_end).await;
+            handed_back += n;
+            unreturned += failed;
+        }
         tracing::info!(
             handed_back,
             unreturned,
@@ -146,14 +165,51 @@ impl RuntimeHandle {
     }
 }
 
-/// Resolves once no handler of any of `topics` runs.
-async fn all_idle(topics: &[Arc<TopicRuntime>]) {
-    let waits = topics.iter().map(|t| {
-        let slots = t.slots.clone();
-        let n = t.options.concurrency;
-        async move { slots.acquire_many_owned(n).await.map(drop) }
-    });
+/// Resolves once no handler of any of `topics` and `streams` runs.
+async fn all_idle(topics: &[Arc<TopicRuntime>], streams: &[Arc<StreamRuntime>]) {
+    let slots = topics
+        .iter()
+        .map(|t| (t.slots.clone(), t.options.concurrency))
+        .chain(
+            streams
+                .iter()
+                .map(|s| (s.slots.clone(), s.options.concurrency)),
+        );
+    let waits = slots.map(|(slots, n)| async move { slots.acquire_many_owned(n).await.map(drop) });
     futures_util::future::join_all(waits).await;
+}
+
+/// Hands a stream's unsettled entries back (takeable at once, the delivery not counted) and
+/// leaves its alive set; (handed back, not handed back).
+async fn hand_back_entries(s: &StreamRuntime, deadline: Instant) -> (usize, usize) {
+    let unsettled = s.books.take_unsettled();
+    let mut handed_back = 0;
+    let leave = tokio::time::timeout_at(deadline, s.group.leave()).await;
+    if !matches!(leave, Ok(Ok(()))) {
+        tracing::debug!(stream = %s.stream, group = %s.group_name, "could not leave the alive set; it expires by itself");
+    }
+    for chunk in unsettled.chunks(MAX_CLAIM_BATCH) {
+        match tokio::time::timeout_at(deadline, s.group.hand_back(chunk, s.min_idle())).await {
+            Ok(Ok(n)) => handed_back += n,
+            outcome => {
+                let error = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "Redis did not answer before the shutdown deadline".to_string(),
+                };
+                let ids: Vec<&str> = chunk.iter().take(LOGGED_IDS).map(String::as_str).collect();
+                tracing::error!(
+                    stream = %s.stream,
+                    group = %s.group_name,
+                    %error,
+                    count = chunk.len(),
+                    ?ids,
+                    "could not hand entries back; another consumer takes them over after min_idle"
+                );
+                return (handed_back, unsettled.len() - handed_back);
+            }
+        }
+    }
+    (handed_back, 0)
 }
 
 impl Drop for RuntimeHandle {

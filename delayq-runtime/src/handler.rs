@@ -1,6 +1,8 @@
 //! The handler traits. As in axum, the compiler picks how to call a listener from its type:
 //! `Fn(P) -> Fut` is auto ack, `Fn(P, Ack) -> Fut` is manual ack, where `P` is a payload type
-//! `T: DeserializeOwned` or `Message<T>`, and `Fut` yields `()` or `Result<(), E: Display>`.
+//! `T: DeserializeOwned`, or `Message<T>` for a topic and `StreamMessage<T>` for a stream, and
+//! `Fut` yields `()` or `Result<(), E: Display>`. Delay and stream listeners share all of it:
+//! they differ only in what they are called with (`D`: a `TopicDelivery` or `StreamDelivery`).
 //! The mode is a type too ([`AckMode`]), and it alone decides what happens after a run.
 
 use std::fmt::Display;
@@ -9,33 +11,54 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use delayq_core::protocol::{ms_to_time, Delivery};
+use delayq_core::protocol::ms_to_time;
 use serde::de::DeserializeOwned;
 
 use crate::ack::Ack;
-use crate::message::Message;
+use crate::message::{Message, TopicDelivery};
+use crate::stream_message::{StreamDelivery, StreamMessage};
 
 /// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
 
-/// A first parameter a listener can take. `M` only tells the impls apart.
+/// What a handler is called with: a topic's claimed message or a stream's entry.
+pub trait Inbound: Send + Sync + 'static {
+    /// The raw JSON payload, or why there is none.
+    fn payload(&self) -> Result<&[u8], String>;
+}
+
+impl Inbound for TopicDelivery {
+    fn payload(&self) -> Result<&[u8], String> {
+        Ok(&self.delivery.envelope.payload)
+    }
+}
+
+impl Inbound for StreamDelivery {
+    fn payload(&self) -> Result<&[u8], String> {
+        self.entry
+            .payload
+            .as_deref()
+            .ok_or_else(|| "the entry has no `payload` field".to_string())
+    }
+}
+
+/// A first parameter a listener can take from `D`. `M` only tells the impls apart.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the payload parameter of a #[delay_listener]",
-    note = "take a type that implements serde::Deserialize, or Message<T> of one"
+    message = "`{Self}` cannot be the payload parameter of this listener",
+    note = "take a type that implements serde::Deserialize, or Message<T> of one (#[delay_listener]) or StreamMessage<T> of one (#[stream_listener])"
 )]
-pub trait Decode<M>: Sized + Send + 'static {
-    /// Decodes the payload of `delivery` on `topic`; the error text becomes the dead-letter
-    /// reason.
-    fn decode(topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String>;
+pub trait Decode<M, D>: Sized + Send + 'static {
+    /// Decodes the payload of `inbound`; the error text becomes the dead-letter reason.
+    fn decode(inbound: &D) -> Result<Self, String>;
 }
 
 /// Marker: the parameter is the payload itself.
 pub enum ViaPayload {}
-/// Marker: the parameter is `Message<T>`.
+/// Marker: the parameter is `Message<T>` or `StreamMessage<T>`.
 pub enum ViaMessage {}
 
-fn payload<T: DeserializeOwned>(delivery: &Delivery) -> Result<T, String> {
-    serde_json::from_slice(&delivery.envelope.payload).map_err(|e| {
+fn payload<T: DeserializeOwned, D: Inbound>(inbound: &D) -> Result<T, String> {
+    serde_json::from_slice(inbound.payload()?).map_err(|e| {
         format!(
             "payload does not decode into {}: {e}",
             std::any::type_name::<T>()
@@ -43,22 +66,35 @@ fn payload<T: DeserializeOwned>(delivery: &Delivery) -> Result<T, String> {
     })
 }
 
-impl<T: DeserializeOwned + Send + 'static> Decode<ViaPayload> for T {
-    fn decode(_topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String> {
-        payload(delivery)
+impl<T: DeserializeOwned + Send + 'static, D: Inbound> Decode<ViaPayload, D> for T {
+    fn decode(inbound: &D) -> Result<Self, String> {
+        payload(inbound)
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage> for Message<T> {
-    fn decode(topic: &Arc<str>, delivery: &Delivery) -> Result<Self, String> {
+impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage, TopicDelivery> for Message<T> {
+    fn decode(inbound: &TopicDelivery) -> Result<Self, String> {
+        let delivery = &inbound.delivery;
         let envelope = &delivery.envelope;
         Ok(Message {
             id: delivery.id.clone(),
-            topic: topic.clone(),
+            topic: inbound.topic.clone(),
             attempt: envelope.attempt,
             due_at: ms_to_time(envelope.due_ms),
             enqueued_at: ms_to_time(envelope.enqueued_ms),
-            payload: payload(delivery)?,
+            payload: payload(inbound)?,
+        })
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage, StreamDelivery> for StreamMessage<T> {
+    fn decode(inbound: &StreamDelivery) -> Result<Self, String> {
+        Ok(StreamMessage {
+            id: inbound.entry.id.clone(),
+            stream: inbound.stream.clone(),
+            group: inbound.group.clone(),
+            deliveries: inbound.entry.deliveries,
+            payload: payload(inbound)?,
         })
     }
 }
@@ -133,82 +169,62 @@ pub struct AutoAck<M, P>(PhantomData<fn() -> (M, P)>);
 /// Marker for manual-ack handlers `Fn(P, Ack) -> Fut`.
 pub struct ManualAck<M, P>(PhantomData<fn() -> (M, P)>);
 
-/// A function that can handle a topic's messages. Implemented for every accepted shape;
-/// `Args` is a marker the compiler infers.
+/// A function that can handle what `D` delivers (a topic's messages or a stream's entries).
+/// Implemented for every accepted shape; `Args` is a marker the compiler infers.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a valid #[delay_listener] handler",
-    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize or Message<T>, and R is () or Result<(), E: Display>; its future must be Send"
+    message = "`{Self}` is not a valid listener handler",
+    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize, or Message<T> (#[delay_listener]) or StreamMessage<T> (#[stream_listener]), and R is () or Result<(), E: Display>; its future must be Send"
 )]
-pub trait Handler<Args>: Send + Sync + 'static {
+pub trait Handler<D, Args>: Send + Sync + 'static {
     /// How this handler's messages are settled.
     type Mode: AckMode;
     /// Decodes the delivery and starts the handler; `Err` is a decode failure.
-    fn call(
-        &self,
-        topic: &Arc<str>,
-        delivery: &Delivery,
-        ack: Ack,
-    ) -> Result<HandlerFuture, String>;
+    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String>;
 }
 
-impl<F, Fut, P, M> Handler<AutoAck<M, P>> for F
+impl<D, F, Fut, P, M> Handler<D, AutoAck<M, P>> for F
 where
     F: Fn(P) -> Fut + Send + Sync + 'static,
     Fut: Future + Send + 'static,
     Fut::Output: ListenerReturn,
-    P: Decode<M>,
+    P: Decode<M, D>,
 {
     type Mode = Auto;
 
-    fn call(
-        &self,
-        topic: &Arc<str>,
-        delivery: &Delivery,
-        _ack: Ack,
-    ) -> Result<HandlerFuture, String> {
-        let fut = self(P::decode(topic, delivery)?);
+    fn call(&self, inbound: &D, _ack: Ack) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(inbound)?);
         Ok(Box::pin(async move { fut.await.into_result() }))
     }
 }
 
-impl<F, Fut, P, M> Handler<ManualAck<M, P>> for F
+impl<D, F, Fut, P, M> Handler<D, ManualAck<M, P>> for F
 where
     F: Fn(P, Ack) -> Fut + Send + Sync + 'static,
     Fut: Future + Send + 'static,
     Fut::Output: ListenerReturn,
-    P: Decode<M>,
+    P: Decode<M, D>,
 {
     type Mode = Manual;
 
-    fn call(
-        &self,
-        topic: &Arc<str>,
-        delivery: &Delivery,
-        ack: Ack,
-    ) -> Result<HandlerFuture, String> {
-        let fut = self(P::decode(topic, delivery)?, ack);
+    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String> {
+        let fut = self(P::decode(inbound)?, ack);
         Ok(Box::pin(async move { fut.await.into_result() }))
     }
 }
 
 /// A handler with its marker erased, as the runtime stores it.
-pub trait ErasedHandler: Send + Sync + 'static {
+pub trait ErasedHandler<D>: Send + Sync + 'static {
     /// The ack mode's name, for logs.
     fn mode(&self) -> &'static str;
     /// See [`AckMode::after_run`].
     fn after_run(&self, result: Result<(), String>) -> AfterRun;
     /// See [`Handler::call`].
-    fn call(
-        &self,
-        topic: &Arc<str>,
-        delivery: &Delivery,
-        ack: Ack,
-    ) -> Result<HandlerFuture, String>;
+    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String>;
 }
 
 struct Erased<F, Args>(F, PhantomData<fn() -> Args>);
 
-impl<F: Handler<Args>, Args: 'static> ErasedHandler for Erased<F, Args> {
+impl<D, F: Handler<D, Args>, Args: 'static> ErasedHandler<D> for Erased<F, Args> {
     fn mode(&self) -> &'static str {
         <F::Mode as AckMode>::NAME
     }
@@ -217,17 +233,37 @@ impl<F: Handler<Args>, Args: 'static> ErasedHandler for Erased<F, Args> {
         <F::Mode as AckMode>::after_run(result)
     }
 
-    fn call(
-        &self,
-        topic: &Arc<str>,
-        delivery: &Delivery,
-        ack: Ack,
-    ) -> Result<HandlerFuture, String> {
-        self.0.call(topic, delivery, ack)
+    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String> {
+        self.0.call(inbound, ack)
     }
 }
 
-/// Erases a handler's marker. Called by the code `#[delay_listener]` generates.
-pub fn erase<F: Handler<Args>, Args: 'static>(f: F) -> Arc<dyn ErasedHandler> {
+/// Erases a delay listener's marker. Called by the code `#[delay_listener]` generates.
+pub fn erase<F: Handler<TopicDelivery, Args>, Args: 'static>(
+    f: F,
+) -> Arc<dyn ErasedHandler<TopicDelivery>> {
     Arc::new(Erased(f, PhantomData))
+}
+
+/// Erases a stream listener's marker. Called by the code `#[stream_listener]` generates.
+pub fn erase_stream<F: Handler<StreamDelivery, Args>, Args: 'static>(
+    f: F,
+) -> Arc<dyn ErasedHandler<StreamDelivery>> {
+    Arc::new(Erased(f, PhantomData))
+}
+
+/// A leader task, erased: starts one run.
+pub type LeaderTaskFn = Arc<dyn Fn(delayq_core::Leadership) -> HandlerFuture + Send + Sync>;
+
+/// Erases a leader task. Called by the code `#[leader_task]` generates.
+pub fn erase_leader<F, Fut>(f: F) -> LeaderTaskFn
+where
+    F: Fn(delayq_core::Leadership) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: ListenerReturn,
+{
+    Arc::new(move |leadership| {
+        let fut = f(leadership);
+        Box::pin(async move { fut.await.into_result() })
+    })
 }

@@ -11,11 +11,15 @@ use delayq_core::{AckError, MessageId};
 use crate::ack_batcher::AckBatcher;
 use crate::books::Books;
 use crate::options::ListenerOptions;
+use crate::settle::Settle;
+
+/// A topic's books: deliveries by (id, token).
+pub(crate) type TopicBooks = Books<(MessageId, u64)>;
 
 pub(crate) struct Lease {
-    books: Arc<Books>,
+    books: Arc<TopicBooks>,
     queue: TopicQueue,
-    acks: AckBatcher,
+    acks: AckBatcher<TopicQueue>,
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
@@ -26,16 +30,16 @@ pub(crate) struct Lease {
 impl Lease {
     /// A lease for a delivery just claimed, entered in `books`.
     pub(crate) fn enter(
-        books: Arc<Books>,
+        books: Arc<TopicBooks>,
         queue: TopicQueue,
-        acks: AckBatcher,
+        acks: AckBatcher<TopicQueue>,
         options: ListenerOptions,
         id: MessageId,
         token: u64,
         attempt: u32,
     ) -> Arc<Self> {
         let settled = Arc::new(AtomicBool::new(false));
-        books.enter(id.clone(), token, settled.clone());
+        books.enter((id.clone(), token), settled.clone());
         Arc::new(Lease {
             books,
             queue,
@@ -48,20 +52,10 @@ impl Lease {
         })
     }
 
-    pub(crate) fn is_settled(&self) -> bool {
-        self.settled.load(Ordering::Acquire)
-    }
-
     /// Marks it settled and takes it off the books, so shutdown does not hand it back.
     fn mark_settled(&self) {
         self.settled.store(true, Ordering::Release);
         self.leave_books();
-    }
-
-    /// Takes it off the books: it is settled, or another delivery owns the message now (a
-    /// stale answer), so there is nothing this process could hand back.
-    pub(crate) fn leave_books(&self) {
-        self.books.remove(&self.id, self.token);
     }
 
     /// `Err(Stale)` for a stale answer, which also takes the delivery off the books.
@@ -69,9 +63,21 @@ impl Lease {
         self.leave_books();
         Err(AckError::Stale)
     }
+}
 
-    pub(crate) async fn ack(&self) -> Result<(), AckError> {
-        if self.acks.ack(self.id.clone(), self.token).await? {
+impl Settle for Lease {
+    fn is_settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    /// Takes it off the books: it is settled, or another delivery owns the message now (a
+    /// stale answer), so there is nothing this process could hand back.
+    fn leave_books(&self) {
+        self.books.remove(&(self.id.clone(), self.token));
+    }
+
+    async fn ack(&self) -> Result<(), AckError> {
+        if self.acks.ack((self.id.clone(), self.token)).await? {
             self.mark_settled();
             Ok(())
         } else {
@@ -81,11 +87,7 @@ impl Lease {
 
     /// Retry after the listener's backoff, or dead when attempts are used up (or at once when
     /// `dead_reason` is given).
-    pub(crate) async fn nack(
-        &self,
-        error: &str,
-        dead_reason: Option<&str>,
-    ) -> Result<(), AckError> {
+    async fn nack(&self, error: &str, dead_reason: Option<&str>) -> Result<(), AckError> {
         let backoff = self.options.backoff.delay(self.attempt);
         let outcome = self
             .queue
@@ -118,7 +120,7 @@ impl Lease {
     }
 
     /// Pushes the ack deadline out to at least `lease` from now (never earlier).
-    pub(crate) async fn extend(&self, lease: Duration) -> Result<(), AckError> {
+    async fn extend(&self, lease: Duration) -> Result<(), AckError> {
         let extended = self
             .queue
             .extend(lease, &[(self.id.clone(), self.token)])

@@ -48,8 +48,11 @@
 extern crate self as delayq_runtime;
 
 // Imports run one way (no module imports one to its left here):
-//   options, message, books, ack_batcher < health, lease < ack < handler < registry < topic
-//   < worker < boss, back, wake < handle < builder < runtime
+//   options, message, stream_message, books, settle, ack_batcher < health, lease, stream_lease
+//   < ack < handler < registry < topic, stream < worker < boss, back, wake, stream_reader
+//   < take_over, leader_task < handle < builder < runtime
+// The parts delay and stream listeners share (books, settle, ack_batcher, health, ack,
+// handler, worker) sit below the parts of each.
 mod ack;
 mod ack_batcher;
 mod back;
@@ -59,11 +62,18 @@ mod builder;
 mod handle;
 mod handler;
 mod health;
+mod leader_task;
 mod lease;
 mod message;
 mod options;
 mod registry;
 mod runtime;
+mod settle;
+mod stream;
+mod stream_lease;
+mod stream_message;
+mod stream_reader;
+mod take_over;
 mod topic;
 mod wake;
 mod worker;
@@ -71,29 +81,32 @@ mod worker;
 pub use ack::Ack;
 pub use builder::{Runtime, RuntimeBuilder};
 pub use delayq_core::{
-    AckError, Cancelled, DeadLetter, Error, MessageId, Producer, SendOptions, SendOutcome,
-    TopicCounts, UrlOrigin,
+    AckError, Cancelled, DeadLetter, Error, LeaderLease, Leadership, MessageId, Producer,
+    PublishOptions, SendOptions, SendOutcome, StreamDeadLetter, TopicCounts, UrlOrigin,
 };
-pub use delayq_macros::delay_listener;
+pub use delayq_macros::{delay_listener, leader_task, stream_listener};
 pub use handle::RuntimeHandle;
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.
 #[doc(hidden)]
 pub use handler::{AckMode, AfterRun, Auto, Manual};
-pub use handler::{Decode, Handler, ListenerReturn};
-pub use message::Message;
+pub use handler::{Decode, Handler, Inbound, ListenerReturn};
+pub use message::{Message, TopicDelivery};
 pub use runtime::start;
+pub use stream_message::{StreamDelivery, StreamMessage};
 
 /// Used by the code `#[delay_listener]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::handler::erase;
+    pub use crate::handler::{erase, erase_leader, erase_stream};
     pub use crate::options::{Backoff, ListenerOptions};
-    pub use crate::registry::ListenerRegistration;
+    pub use crate::registry::{
+        LeaderTaskRegistration, ListenerRegistration, StreamListenerRegistration,
+    };
     pub use inventory;
 
     /// Checks, on the parameter's span, that a listener's second parameter is `Ack`.
     #[diagnostic::on_unimplemented(
-        message = "the second parameter of a #[delay_listener] must be `delayq_runtime::Ack`, not `{Self}`",
+        message = "the second parameter of a listener must be `delayq_runtime::Ack`, not `{Self}`",
         label = "expected `Ack` here",
         note = "a second parameter makes the listener manual-ack; leave it out for auto ack"
     )]
@@ -102,6 +115,17 @@ pub mod __private {
 
     /// Only well-formed when `T` is `Ack`.
     pub struct AssertAck<T: IsAck>(T);
+
+    /// Checks, on the parameter's span, that a leader task's parameter is `Leadership`.
+    #[diagnostic::on_unimplemented(
+        message = "the parameter of a #[leader_task] must be `delayq_runtime::Leadership`, not `{Self}`",
+        label = "expected `Leadership` here"
+    )]
+    pub trait IsLeadership {}
+    impl IsLeadership for crate::Leadership {}
+
+    /// Only well-formed when `T` is `Leadership`.
+    pub struct AssertLeadership<T: IsLeadership>(T);
 
     /// Only well-formed when `T` is a return type a listener may have.
     pub struct AssertReturn<T: crate::ListenerReturn>(T);

@@ -53,3 +53,9 @@ impl<T> Message<T> {
         self.payload
     }
 }
+
+/// A claimed message of a topic, as a handler is called with it.
+pub struct TopicDelivery {
+    pub(crate) topic: Arc<str>,
+    pub(crate) delivery: delayq_core::protocol::Delivery,
+}

@@ -8,10 +8,10 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::ack_batcher::AckBatcher;
-use crate::books::Books;
 use crate::handler::ErasedHandler;
 use crate::health::Health;
-use crate::lease::Lease;
+use crate::lease::{Lease, TopicBooks};
+use crate::message::TopicDelivery;
 use crate::options::ListenerOptions;
 use crate::registry::ListenerRegistration;
 
@@ -19,15 +19,15 @@ pub(crate) struct TopicRuntime {
     pub(crate) name: Arc<str>,
     pub(crate) registration: &'static ListenerRegistration,
     pub(crate) options: ListenerOptions,
-    pub(crate) handler: Arc<dyn ErasedHandler>,
+    pub(crate) handler: Arc<dyn ErasedHandler<TopicDelivery>>,
     pub(crate) queue: TopicQueue,
-    acks: AckBatcher,
+    acks: AckBatcher<TopicQueue>,
     /// Free worker slots: the boss claims no more than it can start.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
     pub(crate) wake_back: Notify,
     /// Deliveries claimed here and not yet settled, handed back at shutdown.
-    pub(crate) books: Arc<Books>,
+    pub(crate) books: Arc<TopicBooks>,
     /// Cancelled when the runtime stops claiming.
     pub(crate) stop: CancellationToken,
     /// Cancelled when the shutdown grace is over: running handlers are aborted.

@@ -1,19 +1,36 @@
 //! A worker runs one delivery: decode, call the handler in its own task (so a panic is caught),
-//! renew the lease while it runs, then ack, retry or dead-letter as the mode says.
+//! renew the lease while it runs, then ack, retry or dead-letter as the mode says. The same
+//! code runs a topic's messages and a stream's entries; only the lease (`Settle`) differs.
 
 use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
 
-use delayq_core::protocol::Delivery;
+use std::time::Duration;
+
+use delayq_core::protocol::{Delivery, StreamEntry};
 use delayq_core::AckError;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::ack::Ack;
-use crate::handler::AfterRun;
-use crate::health::RetryDelay;
+use crate::handler::{AfterRun, HandlerFuture};
+use crate::health::{Health, RetryDelay};
+use crate::message::TopicDelivery;
+use crate::settle::Settle;
+use crate::stream::StreamRuntime;
+use crate::stream_message::StreamDelivery;
 use crate::topic::TopicRuntime;
+
+/// What a run needs from its topic or stream.
+struct RunContext<'a> {
+    health: &'a Health,
+    /// Cancelled when the shutdown grace is over.
+    abort: &'a CancellationToken,
+    /// The lease a running handler keeps: ack_timeout (topic) or min_idle (stream).
+    lease_len: Duration,
+}
 
 fn panic_text(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -27,7 +44,7 @@ fn panic_text(payload: &(dyn Any + Send)) -> String {
 
 /// Runs a settle call until it lands, is stale, or the shutdown grace ends. A settle that
 /// never lands leaves the message claimed; it is delivered again after its deadline.
-async fn settle<F, Fut>(topic: &TopicRuntime, what: &'static str, call: F)
+async fn settle<F, Fut>(ctx: &RunContext<'_>, what: &'static str, call: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<(), AckError>>,
@@ -36,7 +53,7 @@ where
     loop {
         match call().await {
             Ok(()) => {
-                topic.health.ok();
+                ctx.health.ok();
                 return;
             }
             Err(AckError::Stale) => {
@@ -47,16 +64,17 @@ where
                 return;
             }
             Err(AckError::Failed(e)) => {
-                topic.health.failed(&e);
+                ctx.health.failed(&e);
                 tokio::select! {
                     _ = tokio::time::sleep(retry.next_delay()) => {}
-                    _ = topic.abort.cancelled() => return,
+                    _ = ctx.abort.cancelled() => return,
                 }
             }
         }
     }
 }
 
+/// Runs a topic's claimed message.
 pub(crate) async fn run(
     topic: Arc<TopicRuntime>,
     delivery: Delivery,
@@ -64,19 +82,63 @@ pub(crate) async fn run(
 ) {
     let _permit = permit;
     let lease = topic.lease(&delivery);
-    let ack = Ack {
-        lease: lease.clone(),
+    let inbound = TopicDelivery {
+        topic: topic.name.clone(),
+        delivery,
     };
-    let future = match topic.handler.call(&topic.name, &delivery, ack) {
+    let started = topic.handler.call(&inbound, Ack::message(lease.clone()));
+    let ctx = RunContext {
+        health: &topic.health,
+        abort: &topic.abort,
+        lease_len: topic.options.ack_timeout(),
+    };
+    drive(&ctx, lease, started, |result| {
+        topic.handler.after_run(result)
+    })
+    .await;
+}
+
+/// Runs a stream's entry.
+pub(crate) async fn run_entry(
+    stream: Arc<StreamRuntime>,
+    entry: StreamEntry,
+    permit: OwnedSemaphorePermit,
+) {
+    let _permit = permit;
+    let lease = stream.lease(&entry);
+    let inbound = StreamDelivery {
+        stream: stream.stream.clone(),
+        group: stream.group_name.clone(),
+        entry,
+    };
+    let started = stream.handler.call(&inbound, Ack::entry(lease.clone()));
+    let ctx = RunContext {
+        health: &stream.health,
+        abort: &stream.abort,
+        lease_len: stream.min_idle(),
+    };
+    drive(&ctx, lease, started, |result| {
+        stream.handler.after_run(result)
+    })
+    .await;
+}
+
+async fn drive<L: Settle>(
+    ctx: &RunContext<'_>,
+    lease: Arc<L>,
+    started: Result<HandlerFuture, String>,
+    after_run: impl Fn(Result<(), String>) -> AfterRun,
+) {
+    let future = match started {
         Ok(f) => f,
         Err(reason) => {
             tracing::error!(%reason, "payload does not decode; dead-lettered without retry");
-            settle(&topic, "dead-letter", || lease.nack("", Some(&reason))).await;
+            settle(ctx, "dead-letter", || lease.nack("", Some(&reason))).await;
             return;
         }
     };
     let mut handler = tokio::spawn(future.in_current_span());
-    let ack_timeout = topic.options.ack_timeout();
+    let ack_timeout = ctx.lease_len;
     let renew_every = ack_timeout / 3;
     let mut lease_lost = false;
     let finished = loop {
@@ -87,7 +149,7 @@ pub(crate) async fn run(
                     continue;
                 }
                 match lease.extend(ack_timeout).await {
-                    Ok(()) => topic.health.ok(),
+                    Ok(()) => ctx.health.ok(),
                     Err(AckError::Stale) => {
                         // Renewing again cannot win it back; say so once.
                         lease_lost = true;
@@ -95,10 +157,10 @@ pub(crate) async fn run(
                             "lease lost while the handler runs (this process was stalled past the ack deadline?): the message was delivered again; this run's outcome will be refused"
                         );
                     }
-                    Err(AckError::Failed(error)) => topic.health.failed(&error),
+                    Err(AckError::Failed(error)) => ctx.health.failed(&error),
                 }
             }
-            _ = topic.abort.cancelled() => {
+            _ = ctx.abort.cancelled() => {
                 // Shutdown grace is over: stop the handler; the claim is handed back.
                 handler.abort();
                 return;
@@ -116,18 +178,18 @@ pub(crate) async fn run(
     if lease.is_settled() {
         return;
     }
-    match topic.handler.after_run(result) {
-        AfterRun::Ack => settle(&topic, "ack", || lease.ack()).await,
+    match after_run(result) {
+        AfterRun::Ack => settle(ctx, "ack", || lease.ack()).await,
         AfterRun::Retry(error) => {
             tracing::warn!(%error, "handler failed");
-            settle(&topic, "retry", || lease.nack(&error, None)).await;
+            settle(ctx, "retry", || lease.nack(&error, None)).await;
         }
         AfterRun::AwaitAck => {
             // Returned without acking: the ack deadline counts from now (a later one the
             // handler set with `extend` stays). If the Ack was dropped, the message is
             // delivered again after it.
             if let Err(AckError::Failed(error)) = lease.extend(ack_timeout).await {
-                topic.health.failed(&error);
+                ctx.health.failed(&error);
             }
             // Off the books once the deadline passed unsettled: by then it is redelivered.
             tokio::spawn(async move {

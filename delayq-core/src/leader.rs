@@ -1,0 +1,189 @@
+//! The leader lease: one holder at a time per name in a namespace, with a fencing token that
+//! grows with every new holder.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::conn::RedisConn;
+use crate::envelope::millis;
+use crate::error::{Error, Result};
+use crate::keys::validate_name;
+use crate::producer::Producer;
+use crate::scripts::scripts;
+
+scripts!(
+    LeaderScripts,
+    LEADER_SCRIPTS,
+    "leader/",
+    "",
+    [acquire, renew, release]
+);
+
+/// The shortest lease: renewal runs every third of it, over a network round trip.
+const MIN_TTL: Duration = Duration::from_millis(300);
+
+struct Keys {
+    /// STRING `"<owner> <token>"` with the lease's TTL.
+    lease: String,
+    /// The fencing counter (`INCR` only).
+    fence: String,
+}
+
+/// A lease on `name`: at most one holder at a time among every process of the namespace.
+/// Acquired with `SET NX PX`, renewed by compare-and-`PEXPIRE`, released by compare-and-`DEL`.
+#[derive(Clone)]
+pub struct LeaderLease {
+    conn: RedisConn,
+    keys: Arc<Keys>,
+    name: Arc<str>,
+    ttl: Duration,
+    /// Unique to this lease object, so two in one process contend like two processes.
+    owner: Arc<str>,
+    held: Arc<Mutex<Option<Leadership>>>,
+}
+
+impl std::fmt::Debug for LeaderLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderLease")
+            .field("name", &self.name)
+            .field("ttl", &self.ttl)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// Holding the lease: what a `#[leader_task]` receives.
+#[derive(Clone)]
+pub struct Leadership {
+    conn: RedisConn,
+    keys: Arc<Keys>,
+    value: Arc<str>,
+    token: u64,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership")
+            .field("lease", &self.keys.lease)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Leadership {
+    /// The fencing token: strictly greater than that of every earlier holder of the lease.
+    /// Pass it to what the leader writes, so a store can refuse a stale leader's writes.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Whether this leadership still holds the lease (one Redis round trip). `false` also
+    /// when Redis cannot be asked.
+    pub async fn is_current(&self) -> bool {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.keys.lease);
+        let held: redis::RedisResult<Option<String>> = self
+            .conn
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await;
+        matches!(held, Ok(Some(v)) if *v == *self.value)
+    }
+}
+
+impl LeaderLease {
+    /// A lease on `name` (the topic rule) under `producer`'s namespace and connection, held
+    /// for `ttl` after each acquire or renew (at least 300 ms).
+    pub fn new(producer: &Producer, name: &str, ttl: Duration) -> Result<Self> {
+        validate_name("leader", name)?;
+        if ttl < MIN_TTL {
+            return Err(Error::InvalidOption {
+                option: "leader lease ttl",
+                reason: format!("{ttl:?} is below the minimum of {MIN_TTL:?}"),
+            });
+        }
+        let ns = producer.namespace();
+        Ok(LeaderLease {
+            conn: producer.conn.clone(),
+            keys: Arc::new(Keys {
+                lease: format!("{ns}:{{leader:{name}}}:lease"),
+                fence: format!("{ns}:{{leader:{name}}}:fence"),
+            }),
+            name: name.into(),
+            ttl,
+            owner: ulid::Ulid::generate().to_string().into(),
+            held: Arc::default(),
+        })
+    }
+
+    /// The lease's length.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    fn held(&self) -> Option<Leadership> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_held(&self, leadership: Option<Leadership>) {
+        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = leadership;
+    }
+
+    /// Takes the lease if nobody holds it: the leadership with a new fencing token, or
+    /// `None`. While this lease object holds it, the current leadership is returned again.
+    pub async fn try_acquire(&self) -> Result<Option<Leadership>> {
+        if let Some(held) = self.held() {
+            if self.renew().await? {
+                return Ok(Some(held));
+            }
+        }
+        let mut inv = LEADER_SCRIPTS.acquire.key(&self.keys.lease);
+        inv.key(&self.keys.fence)
+            .arg(&*self.owner)
+            .arg(millis(self.ttl));
+        let token: Option<u64> = self
+            .conn
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        let leadership = token.map(|token| Leadership {
+            conn: self.conn.clone(),
+            keys: self.keys.clone(),
+            value: format!("{} {token}", self.owner).into(),
+            token,
+        });
+        self.set_held(leadership.clone());
+        Ok(leadership)
+    }
+
+    /// Extends the lease by its ttl from now; `false` when it is no longer held (expired,
+    /// taken by another, or never acquired).
+    pub async fn renew(&self) -> Result<bool> {
+        let Some(held) = self.held() else {
+            return Ok(false);
+        };
+        let mut inv = LEADER_SCRIPTS.renew.key(&self.keys.lease);
+        inv.arg(&*held.value).arg(millis(self.ttl));
+        let renewed: u8 = self
+            .conn
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        if renewed == 0 {
+            self.set_held(None);
+        }
+        Ok(renewed == 1)
+    }
+
+    /// Gives the lease up so another can take it at once; `false` when it was not held.
+    pub async fn release(&self) -> Result<bool> {
+        let Some(held) = self.held() else {
+            return Ok(false);
+        };
+        self.set_held(None);
+        let mut inv = LEADER_SCRIPTS.release.key(&self.keys.lease);
+        inv.arg(&*held.value);
+        let released: u8 = self
+            .conn
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(released == 1)
+    }
+}

@@ -1,0 +1,355 @@
+//! Redis Streams consumer groups: a stream's keys, and the calls one consumer of a group
+//! makes. Every state change beyond a plain read is one script (`scripts/stream/*.lua`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::streams::StreamReadReply;
+use redis::{ScriptInvocation, Value};
+
+use crate::conn::RedisConn;
+use crate::envelope::millis;
+use crate::error::{Error, Result};
+use crate::keys::validate_name;
+use crate::scripts::scripts;
+
+scripts!(
+    StreamScripts,
+    STREAM_SCRIPTS,
+    "stream/",
+    include_str!("scripts/stream/prelude.lua"),
+    [ack, hold, dead, take_over, leave, replay_dead]
+);
+
+/// The field of an entry that holds its JSON payload.
+pub const PAYLOAD_FIELD: &str = "payload";
+/// The field that marks an entry replayed from the dead letters for one group only.
+pub const REPLAY_FOR_FIELD: &str = "delayq-replay-for";
+
+/// The keys of a stream and of one group's bookkeeping. The stream is the user's key, not
+/// namespaced (other services write it); the others carry it as a hash tag, so that they share
+/// its cluster slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamKeys {
+    /// The stream.
+    pub stream: String,
+    /// The consumer group.
+    pub group: String,
+    /// `{<stream>}:dead`: the dead-letter stream (fields id, group, deliveries, reason,
+    /// payload).
+    pub dead: String,
+    /// `{<stream>}:alive:<group>`: ZSET consumer → when its heartbeat expires (ms).
+    pub alive: String,
+}
+
+impl StreamKeys {
+    /// The keys of `group` on `stream`; both names are checked by the topic rule.
+    pub fn new(stream: &str, group: &str) -> Result<Self> {
+        validate_name("stream", stream)?;
+        validate_name("group", group)?;
+        Ok(StreamKeys {
+            stream: stream.to_string(),
+            group: group.to_string(),
+            dead: dead_stream(stream),
+            alive: format!("{{{stream}}}:alive:{group}"),
+        })
+    }
+}
+
+/// The dead-letter stream of `stream`.
+pub fn dead_stream(stream: &str) -> String {
+    format!("{{{stream}}}:dead")
+}
+
+/// An entry as a consumer receives it.
+#[derive(Debug, Clone)]
+pub struct StreamEntry {
+    /// The entry id (`<ms>-<seq>`).
+    pub id: String,
+    /// The `payload` field, if the entry has one.
+    pub payload: Option<Vec<u8>>,
+    /// Deliveries to the group so far, this one included (1 on the first).
+    pub deliveries: u32,
+    /// For a replayed dead letter: the group it is meant for.
+    pub replay_for: Option<String>,
+}
+
+impl StreamEntry {
+    fn from_fields(id: String, fields: impl IntoIterator<Item = (String, Value)>) -> Self {
+        let mut entry = StreamEntry {
+            id,
+            payload: None,
+            deliveries: 1,
+            replay_for: None,
+        };
+        for (name, value) in fields {
+            let bytes = match value {
+                Value::BulkString(b) => b,
+                Value::SimpleString(s) => s.into_bytes(),
+                _ => continue,
+            };
+            match name.as_str() {
+                PAYLOAD_FIELD => entry.payload = Some(bytes),
+                REPLAY_FOR_FIELD => entry.replay_for = String::from_utf8(bytes).ok(),
+                _ => {}
+            }
+        }
+        entry
+    }
+}
+
+/// What one take-over step did.
+#[derive(Debug, Default)]
+pub struct TakeOverReport {
+    /// Where the next step continues the scan; `None` once it reached the end.
+    pub cursor: Option<String>,
+    /// Entries this consumer took over (their delivery counts include this one).
+    pub claimed: Vec<StreamEntry>,
+    /// Entries it moved to the dead-letter stream (delivered `max_deliveries` times).
+    pub buried: Vec<String>,
+}
+
+/// The settings of a take-over step.
+#[derive(Debug, Clone, Copy)]
+pub struct TakeOver<'a> {
+    /// How long this consumer counts as alive after the step.
+    pub alive_ttl: Duration,
+    /// Entries idle this long may be taken over.
+    pub min_idle: Duration,
+    /// The most entries the step looks at.
+    pub count: usize,
+    /// Deliveries after which an entry is dead-lettered instead.
+    pub max_deliveries: u32,
+    /// Where the scan continues (`None`: from the start).
+    pub cursor: Option<&'a str>,
+    /// Also remove expired heartbeats and consumers gone with nothing pending.
+    pub cleanup: bool,
+}
+
+/// One consumer of a group on a stream.
+#[derive(Clone)]
+pub struct StreamGroup {
+    conn: RedisConn,
+    keys: Arc<StreamKeys>,
+    consumer: Arc<str>,
+}
+
+impl std::fmt::Debug for StreamGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamGroup")
+            .field("keys", &self.keys)
+            .field("consumer", &self.consumer)
+            .finish()
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn array(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(items) => items,
+        _ => &[],
+    }
+}
+
+impl StreamGroup {
+    /// The consumer `consumer` of `group` on `stream`, over `conn`.
+    pub fn new(conn: RedisConn, stream: &str, group: &str, consumer: &str) -> Result<Self> {
+        validate_name("consumer", consumer)?;
+        Ok(StreamGroup {
+            conn,
+            keys: Arc::new(StreamKeys::new(stream, group)?),
+            consumer: consumer.into(),
+        })
+    }
+
+    /// The keys.
+    pub fn keys(&self) -> &StreamKeys {
+        &self.keys
+    }
+
+    /// This consumer's name.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    fn script(&self, script: &'static redis::Script) -> ScriptInvocation<'static> {
+        let mut inv = script.key(&self.keys.stream);
+        inv.key(&self.keys.dead)
+            .key(&self.keys.alive)
+            .arg(&self.keys.group)
+            .arg(&*self.consumer);
+        inv
+    }
+
+    async fn invoke<T: redis::FromRedisValue>(&self, inv: ScriptInvocation<'static>) -> Result<T> {
+        Ok(self
+            .conn
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?)
+    }
+
+    /// Creates the group (and the stream, if missing) reading from the end (`$`), or from the
+    /// first entry when `from_start`. `Ok(false)` when the group exists already.
+    pub async fn create(&self, from_start: bool) -> Result<bool> {
+        let mut cmd = redis::cmd("XGROUP");
+        cmd.arg("CREATE")
+            .arg(&self.keys.stream)
+            .arg(&self.keys.group)
+            .arg(if from_start { "0" } else { "$" })
+            .arg("MKSTREAM");
+        let reply: redis::RedisResult<()> = self
+            .conn
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await;
+        match reply {
+            Ok(()) => Ok(true),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// New entries for this consumer (`XREADGROUP … >`), at most `count`, waiting up to
+    /// `block` for the first. Runs on `reader`, a connection of its own
+    /// ([`RedisConn::for_blocking`]).
+    pub async fn read(
+        &self,
+        reader: &RedisConn,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<StreamEntry>> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(&self.keys.group)
+            .arg(&*self.consumer)
+            .arg("COUNT")
+            .arg(count.max(1))
+            .arg("BLOCK")
+            .arg(millis(block.min(reader.max_block())))
+            .arg("STREAMS")
+            .arg(&self.keys.stream)
+            .arg(">");
+        let reply: Option<StreamReadReply> = reader
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await?;
+        Ok(reply
+            .into_iter()
+            .flat_map(|r| r.keys)
+            .flat_map(|k| k.ids)
+            .map(|e| StreamEntry::from_fields(e.id, e.map))
+            .collect())
+    }
+
+    /// Acks handled entries; per id, `false` when it was no longer pending in the group.
+    pub async fn ack(&self, ids: &[String]) -> Result<Vec<bool>> {
+        let mut inv = self.script(&STREAM_SCRIPTS.ack);
+        for id in ids {
+            inv.arg(id);
+        }
+        let acked: Vec<u8> = self.invoke(inv).await?;
+        Ok(acked.into_iter().map(|a| a == 1).collect())
+    }
+
+    async fn hold(&self, ids: &[String], idle: Duration, change: i32) -> Result<Vec<bool>> {
+        let mut inv = self.script(&STREAM_SCRIPTS.hold);
+        inv.arg(millis(idle)).arg(change);
+        for id in ids {
+            inv.arg(id);
+        }
+        let held: Vec<u8> = self.invoke(inv).await?;
+        Ok(held.into_iter().map(|h| h == 1).collect())
+    }
+
+    /// Resets the idle time of entries this consumer holds, so that nobody takes them over
+    /// for `min_idle` from now; per id, `false` when it no longer holds it.
+    pub async fn renew(&self, ids: &[String]) -> Result<Vec<bool>> {
+        self.hold(ids, Duration::ZERO, 0).await
+    }
+
+    /// Lets entry `id` be taken over (delivered again) once `backoff` has passed.
+    pub async fn retry_after(
+        &self,
+        id: &str,
+        backoff: Duration,
+        min_idle: Duration,
+    ) -> Result<bool> {
+        let idle = min_idle.saturating_sub(backoff);
+        Ok(self.hold(&[id.to_string()], idle, 0).await?.first() == Some(&true))
+    }
+
+    /// Hands entries back at a clean stop: they may be taken over at once, and the delivery
+    /// this consumer made does not count. How many it still held.
+    pub async fn hand_back(&self, ids: &[String], min_idle: Duration) -> Result<usize> {
+        let held = self.hold(ids, min_idle, -1).await?;
+        Ok(held.into_iter().filter(|h| *h).count())
+    }
+
+    /// Moves entry `id` to the dead-letter stream with `reason` and acks it; `false` when
+    /// this consumer no longer holds it.
+    pub async fn dead_letter(&self, id: &str, reason: &str) -> Result<bool> {
+        let mut inv = self.script(&STREAM_SCRIPTS.dead);
+        inv.arg(id).arg(reason);
+        Ok(self.invoke::<u8>(inv).await? == 1)
+    }
+
+    /// Heartbeat and this consumer's share of the take-over (see `take_over.lua`).
+    pub async fn take_over(&self, step: TakeOver<'_>) -> Result<TakeOverReport> {
+        let mut inv = self.script(&STREAM_SCRIPTS.take_over);
+        inv.arg(millis(step.alive_ttl))
+            .arg(millis(step.min_idle))
+            .arg(step.count.max(1))
+            .arg(step.max_deliveries)
+            .arg(step.cursor.unwrap_or("-"))
+            .arg(if step.cleanup { "1" } else { "0" });
+        let reply: Value = self.invoke(inv).await?;
+        let parts = array(&reply);
+        let bad = || Error::unexpected("stream take_over", &reply);
+        let cursor = text(parts.first().ok_or_else(bad)?).filter(|c| c != "-");
+        let mut claimed = Vec::new();
+        for item in array(parts.get(1).ok_or_else(bad)?) {
+            let [id, fields, deliveries] = array(item) else {
+                return Err(bad());
+            };
+            let fields = array(fields);
+            let pairs = fields
+                .chunks(2)
+                .filter_map(|kv| Some((text(kv.first()?)?, kv.get(1)?.clone())));
+            let mut entry = StreamEntry::from_fields(text(id).ok_or_else(bad)?, pairs);
+            entry.deliveries = text(deliveries)
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(bad)?;
+            claimed.push(entry);
+        }
+        let buried = array(parts.get(2).ok_or_else(bad)?)
+            .iter()
+            .filter_map(text)
+            .collect();
+        Ok(TakeOverReport {
+            cursor,
+            claimed,
+            buried,
+        })
+    }
+
+    /// Leaves the alive set (a clean stop).
+    pub async fn leave(&self) -> Result<()> {
+        self.invoke::<u8>(self.script(&STREAM_SCRIPTS.leave))
+            .await
+            .map(drop)
+    }
+
+    /// Replays dead letter `dead_id` of this group (see `replay_dead.lua`): the new entry's
+    /// id, or `None` when there is no such dead letter of the group.
+    pub async fn replay_dead(&self, dead_id: &str) -> Result<Option<String>> {
+        let mut inv = self.script(&STREAM_SCRIPTS.replay_dead);
+        inv.arg(dead_id);
+        self.invoke(inv).await
+    }
+}

@@ -1,0 +1,104 @@
+//! Leader tasks: each contends for its lease on a timer; the holder renews it every third of
+//! its ttl and runs the task every `every`, one run at a time. Losing the lease (a stall
+//! longer than the ttl, Redis trouble) stops new runs at once; a run in progress sees it in
+//! `Leadership::is_current()`.
+
+use std::time::Duration;
+
+use delayq_core::{LeaderLease, Leadership, Producer};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::registry::LeaderTaskRegistration;
+
+/// Runs one leader task until `stop`, then releases the lease if it holds it.
+pub(crate) async fn run(
+    registration: &'static LeaderTaskRegistration,
+    producer: Producer,
+    stop: CancellationToken,
+) {
+    let ttl = Duration::from_millis(registration.ttl_ms);
+    let every = Duration::from_millis(registration.every_ms);
+    let lease = match LeaderLease::new(&producer, registration.name, ttl) {
+        Ok(lease) => lease,
+        Err(error) => {
+            tracing::error!(%error, task = registration.name, "leader task cannot run");
+            return;
+        }
+    };
+    let task = (registration.task)();
+    let health = Health::new(format!("leader task {}", registration.name));
+    let mut leading: Option<Leadership> = None;
+    let mut next_run = Instant::now();
+    let mut running: Option<JoinHandle<()>> = None;
+    let mut confirmed = Instant::now();
+    loop {
+        let held = match &leading {
+            None => lease.try_acquire().await,
+            Some(l) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
+        };
+        match held {
+            Ok(Some(now_leading)) => {
+                if leading.is_none() {
+                    tracing::info!(
+                        task = registration.name,
+                        token = now_leading.token(),
+                        "became the leader"
+                    );
+                    next_run = Instant::now();
+                }
+                leading = Some(now_leading);
+                confirmed = Instant::now();
+                health.ok();
+            }
+            Ok(None) => {
+                if let Some(lost) = leading.take() {
+                    tracing::warn!(
+                        task = registration.name,
+                        token = lost.token(),
+                        "lost the leader lease"
+                    );
+                }
+                health.ok();
+            }
+            Err(error) => {
+                health.failed(&error);
+                // Unconfirmed for a whole ttl: the lease has lapsed, another may lead.
+                if confirmed.elapsed() >= ttl {
+                    leading = None;
+                }
+            }
+        }
+        let idle = running.as_ref().is_none_or(JoinHandle::is_finished);
+        if let (Some(leader), true) = (&leading, idle) {
+            if Instant::now() >= next_run {
+                next_run = Instant::now() + every;
+                let run = task(leader.clone());
+                let name = registration.name;
+                running = Some(tokio::spawn(async move {
+                    if let Err(error) = run.await {
+                        tracing::warn!(task = name, %error, "leader task failed");
+                    }
+                }));
+            }
+        }
+        let renew_at = Instant::now() + ttl / 3;
+        let wake = if leading.is_some() && idle {
+            renew_at.min(next_run)
+        } else {
+            renew_at
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = stop.cancelled() => break,
+        }
+    }
+    if let Some(run) = running {
+        run.abort();
+    }
+    if leading.is_some() {
+        let _ = lease.release().await;
+    }
+}

@@ -1,0 +1,27 @@
+//! What a delivery's hold on its message can do, for a topic's message and a stream's entry
+//! alike: the worker and the user's `Ack` settle through it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use delayq_core::AckError;
+
+/// One delivery's hold on its message.
+pub(crate) trait Settle: Send + Sync + 'static {
+    /// Whether it has been acked, retried or dead-lettered (by the worker or the `Ack`).
+    fn is_settled(&self) -> bool;
+    /// Takes it off the books: settled, or another delivery owns the message now.
+    fn leave_books(&self);
+    /// Done.
+    fn ack(&self) -> impl Future<Output = Result<(), AckError>> + Send;
+    /// Failed with `error`: retry after the backoff, or dead-letter it when its attempts are
+    /// used up (or at once, when `dead_reason` is given).
+    fn nack(
+        &self,
+        error: &str,
+        dead_reason: Option<&str>,
+    ) -> impl Future<Output = Result<(), AckError>> + Send;
+    /// Keeps the message from being delivered again for at least `by` from now (never
+    /// shortens what an earlier call gave).
+    fn extend(&self, by: Duration) -> impl Future<Output = Result<(), AckError>> + Send;
+}

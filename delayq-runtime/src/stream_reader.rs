@@ -1,0 +1,132 @@
+//! The reader of a stream listener: blocks in `XREADGROUP … >` on a connection of its own,
+//! asking for no more entries than there are free handler slots, and starts a worker per
+//! entry. An idle stream costs one blocked read a minute.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq_core::protocol::{RedisConn, StreamEntry};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
+
+use crate::health::RetryDelay;
+use crate::stream::StreamRuntime;
+use crate::worker;
+
+/// The longest a read blocks before it is issued again (capped by the connection).
+const BLOCK: Duration = Duration::from_secs(60);
+
+/// Starts a worker for `entry` on `permit`, unless the entry is a replay meant for another
+/// group (acked here without running).
+pub(crate) fn dispatch(
+    stream: &Arc<StreamRuntime>,
+    entry: StreamEntry,
+    permit: OwnedSemaphorePermit,
+) {
+    if let Some(group) = entry
+        .replay_for
+        .as_deref()
+        .filter(|g| **g != *stream.group_name)
+    {
+        tracing::debug!(id = %entry.id, replay_for = group, "a replay for another group; acked without running");
+        let acks = stream.acks.clone();
+        tokio::spawn(async move {
+            drop(permit);
+            let _ = acks.ack(entry.id).await;
+        });
+        return;
+    }
+    let span = tracing::warn_span!(
+        "delayq.handle",
+        stream = %stream.stream,
+        group = %stream.group_name,
+        id = %entry.id,
+        attempt = entry.deliveries
+    );
+    tokio::spawn(worker::run_entry(stream.clone(), entry, permit).instrument(span));
+}
+
+/// Creates the group again (it was deleted, or the stream with it), retrying until Redis
+/// answers or the runtime stops.
+async fn create_group(stream: &StreamRuntime) -> bool {
+    let mut retry = RetryDelay::new();
+    loop {
+        match stream.group.create(stream.registration.from_start).await {
+            Ok(created) => {
+                stream.health.ok();
+                if created {
+                    tracing::info!(stream = %stream.stream, group = %stream.group_name, "created the consumer group");
+                }
+                return true;
+            }
+            Err(error) => stream.health.failed(&error),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(retry.next_delay()) => {}
+            _ = stream.stop.cancelled() => return false,
+        }
+    }
+}
+
+pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
+    let mut retry = RetryDelay::new();
+    let mut reader = None;
+    while !stream.stop.is_cancelled() {
+        let conn_for_reads = match &reader {
+            Some(r) => r,
+            None => match conn.for_blocking().await {
+                Ok(r) => reader.insert(r),
+                Err(error) => {
+                    stream.health.failed(&error);
+                    tokio::select! {
+                        _ = tokio::time::sleep(retry.next_delay()) => continue,
+                        _ = stream.stop.cancelled() => return,
+                    }
+                }
+            },
+        };
+        // Backpressure: read only when a slot is free, and no more than are free.
+        let first = tokio::select! {
+            p = stream.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stream.stop.cancelled() => return,
+        };
+        let free = 1 + stream.slots.available_permits();
+        let count = free.min(stream.registration.batch as usize);
+        let read = tokio::select! {
+            r = stream.group.read(conn_for_reads, count, BLOCK) => r,
+            _ = stream.stop.cancelled() => return,
+        };
+        match read {
+            Ok(entries) => {
+                stream.health.ok();
+                retry.reset();
+                let mut first = Some(first);
+                for entry in entries {
+                    let permit = match first.take() {
+                        Some(p) => p,
+                        None => match stream.slots.clone().acquire_owned().await {
+                            Ok(p) => p,
+                            Err(_) => return,
+                        },
+                    };
+                    dispatch(&stream, entry, permit);
+                }
+            }
+            Err(error) => {
+                drop(first);
+                if error.to_string().contains("NOGROUP") {
+                    // Someone deleted the stream or the group: create it again.
+                    if !create_group(&stream).await {
+                        return;
+                    }
+                    continue;
+                }
+                stream.health.failed(&error);
+                tokio::select! {
+                    _ = tokio::time::sleep(retry.next_delay()) => {}
+                    _ = stream.stop.cancelled() => return,
+                }
+            }
+        }
+    }
+}
