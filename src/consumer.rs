@@ -44,21 +44,93 @@ pub fn read_ledger(path: &Path) -> Vec<LedgerLine> {
         .collect()
 }
 
+/// What a consumer process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `delayq-test-consumer`, `delayq_runtime::start()`: the delay listeners `proc.work`
+    /// and `proc.slow`.
+    Delay,
+    /// `delayq-test-streams`: the stream listener of `proc.stream`, group `g` (min_idle 2 s,
+    /// concurrency 100).
+    Stream,
+    /// `delayq-test-streams`: the leader task `proc.leader` (every 50 ms, ttl 1 s), writing
+    /// [`LeaderTick`]s.
+    Leader,
+}
+
+impl Role {
+    /// Its name in `DELAYQ_TEST_ROLE`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Delay => "delay",
+            Role::Stream => "stream",
+            Role::Leader => "leader",
+        }
+    }
+}
+
+/// One run of the leader task, as a process records it: `<token> <start_us> <end_us> <pid>`,
+/// times in microseconds since the epoch by the (shared) machine clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderTick {
+    /// The leadership's fencing token.
+    pub token: u64,
+    /// When the run started.
+    pub start_us: u64,
+    /// When it ended.
+    pub end_us: u64,
+    /// The process.
+    pub pid: u32,
+}
+
+impl LeaderTick {
+    /// The line as written.
+    pub fn format(&self) -> String {
+        format!(
+            "{} {} {} {}\n",
+            self.token, self.start_us, self.end_us, self.pid
+        )
+    }
+
+    /// Every tick of a ledger; panics on a torn line.
+    pub fn read_all(path: &Path) -> Vec<LeaderTick> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let f: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
+                match f[..] {
+                    [token, start_us, end_us, pid] => LeaderTick {
+                        token,
+                        start_us,
+                        end_us,
+                        pid: pid as u32,
+                    },
+                    _ => panic!("torn leader ledger line {l:?}"),
+                }
+            })
+            .collect()
+    }
+}
+
 /// The test consumer binary: next to the test binary's `deps/` folder, where cargo builds
 /// the package's binaries for its integration tests.
-fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("DELAYQ_TEST_CONSUMER_BIN") {
-        return path.into();
-    }
+fn binary(role: Role) -> PathBuf {
+    let name = match role {
+        Role::Delay => {
+            if let Some(path) = std::env::var_os("DELAYQ_TEST_CONSUMER_BIN") {
+                return path.into();
+            }
+            "delayq-test-consumer"
+        }
+        Role::Stream | Role::Leader => "delayq-test-streams",
+    };
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target directory");
-    dir.join(format!(
-        "delayq-test-consumer{}",
-        std::env::consts::EXE_SUFFIX
-    ))
+    dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// A running `delayq-test-consumer`. Its listeners: `proc.work` (ack_timeout 5 s) and
@@ -74,7 +146,19 @@ impl ConsumerProcess {
     /// Starts one against `redis_url`, recording in `ledger`; handlers take `handler_ms`.
     /// It logs errors only, to the test's stderr.
     pub fn start(redis_url: &str, ledger: &Path, handler_ms: u64) -> ConsumerProcess {
-        Self::spawn(redis_url, ledger, handler_ms, None)
+        Self::spawn(redis_url, ledger, handler_ms, None, Role::Delay)
+    }
+
+    /// One that runs only `role`'s listener (see the binary's docs), logging at WARN into
+    /// `log`.
+    pub fn start_as(
+        role: Role,
+        redis_url: &str,
+        ledger: &Path,
+        handler_ms: u64,
+        log: &Path,
+    ) -> ConsumerProcess {
+        Self::spawn(redis_url, ledger, handler_ms, Some(log), role)
     }
 
     /// The same, logging at WARN into `log` (read it with [`log_text`](Self::log_text)).
@@ -84,12 +168,19 @@ impl ConsumerProcess {
         handler_ms: u64,
         log: &Path,
     ) -> ConsumerProcess {
-        Self::spawn(redis_url, ledger, handler_ms, Some(log))
+        Self::spawn(redis_url, ledger, handler_ms, Some(log), Role::Delay)
     }
 
-    fn spawn(redis_url: &str, ledger: &Path, handler_ms: u64, log: Option<&Path>) -> Self {
-        let mut cmd = Command::new(binary());
+    fn spawn(
+        redis_url: &str,
+        ledger: &Path,
+        handler_ms: u64,
+        log: Option<&Path>,
+        role: Role,
+    ) -> Self {
+        let mut cmd = Command::new(binary(role));
         cmd.env("DELAYQ_REDIS_URL", redis_url)
+            .env("DELAYQ_TEST_ROLE", role.name())
             .env("DELAYQ_TEST_LEDGER", ledger)
             .env("DELAYQ_TEST_HANDLER_MS", handler_ms.to_string())
             .env("RUST_LOG", if log.is_some() { "warn" } else { "error" })
@@ -100,7 +191,7 @@ impl ConsumerProcess {
         }
         let child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("start the test consumer {}: {e}", binary().display()));
+            .unwrap_or_else(|e| panic!("start the test consumer {}: {e}", binary(role).display()));
         ConsumerProcess {
             child: Some(child),
             log: log.map(Path::to_path_buf),

@@ -19,7 +19,7 @@ mod server;
 mod support;
 mod topology;
 
-pub use consumer::{read_ledger, ConsumerProcess, LedgerLine};
+pub use consumer::{read_ledger, ConsumerProcess, LeaderTick, LedgerLine, Role};
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;
 pub use examples::redis_for_examples;

@@ -131,27 +131,38 @@ impl LeaderLease {
     /// Takes the lease if nobody holds it: the leadership with a new fencing token, or
     /// `None`. While this lease object holds it, the current leadership is returned again.
     pub async fn try_acquire(&self) -> Result<Option<Leadership>> {
+        Ok(self.acquire_or_wait().await?.ok())
+    }
+
+    /// [`try_acquire`](Self::try_acquire), telling how long the current holder's lease has
+    /// left when it fails, so that a contender can try again the moment it lapses.
+    #[doc(hidden)]
+    pub async fn acquire_or_wait(&self) -> Result<std::result::Result<Leadership, Duration>> {
         if let Some(held) = self.held() {
             if self.renew().await? {
-                return Ok(Some(held));
+                return Ok(Ok(held));
             }
         }
         let mut inv = LEADER_SCRIPTS.acquire.key(&self.keys.lease);
         inv.key(&self.keys.fence)
             .arg(&*self.owner)
             .arg(millis(self.ttl));
-        let token: Option<u64> = self
+        let reply: i64 = self
             .conn
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
             .await?;
-        let leadership = token.map(|token| Leadership {
+        if reply <= 0 {
+            return Ok(Err(Duration::from_millis(reply.unsigned_abs())));
+        }
+        let token = reply.unsigned_abs();
+        let leadership = Leadership {
             conn: self.conn.clone(),
             keys: self.keys.clone(),
             value: format!("{} {token}", self.owner).into(),
             token,
-        });
-        self.set_held(leadership.clone());
-        Ok(leadership)
+        };
+        self.set_held(Some(leadership.clone()));
+        Ok(Ok(leadership))
     }
 
     /// Extends the lease by its ttl from now; `false` when it is no longer held (expired,

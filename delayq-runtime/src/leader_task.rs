@@ -35,8 +35,16 @@ pub(crate) async fn run(
     let mut running: Option<JoinHandle<()>> = None;
     let mut confirmed = Instant::now();
     loop {
+        // When another holds the lease: try again the moment it lapses (within ttl/3).
+        let mut retry_in = ttl / 3;
         let held = match &leading {
-            None => lease.try_acquire().await,
+            None => lease.acquire_or_wait().await.map(|r| match r {
+                Ok(l) => Some(l),
+                Err(left) => {
+                    retry_in = retry_in.min(left + Duration::from_millis(1));
+                    None
+                }
+            }),
             Some(l) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
         };
         match held {
@@ -84,7 +92,7 @@ pub(crate) async fn run(
                 }));
             }
         }
-        let renew_at = Instant::now() + ttl / 3;
+        let renew_at = Instant::now() + retry_in;
         let wake = if leading.is_some() && idle {
             renew_at.min(next_run)
         } else {

@@ -1,0 +1,8 @@
+use delayq_runtime::stream_listener;
+
+#[stream_listener(stream = "orders.v1", group = "g", start = "latest")]
+async fn handler(n: u64) {
+    let _ = n;
+}
+
+fn main() {}
