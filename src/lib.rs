@@ -41,6 +41,18 @@ pub fn signal_pid(pid: u32, sig: libc::c_int) {
     }
 }
 
+/// Declares `mod single`, `mod cluster` and `mod sentinel`, each with a test per function
+/// named, which runs it on that deployment (`super::name("single")`, …): one suite, run once
+/// per deployment, each test's name carrying `single`, `cluster` or `sentinel`.
+#[macro_export]
+macro_rules! on_each_deployment {
+    ($($test:ident),* $(,)?) => {
+        mod single { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("single").await })* }
+        mod cluster { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("cluster").await })* }
+        mod sentinel { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("sentinel").await })* }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,17 +35,7 @@ async fn producer(redis: &TestRedis) -> Producer {
         .expect("connect a producer")
 }
 
-/// Declares `mod single`, `mod cluster` and `mod sentinel`, each with a test per function
-/// named, which runs it on that deployment.
-macro_rules! on_each_deployment {
-    ($($test:ident),* $(,)?) => {
-        mod single { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("single").await })* }
-        mod cluster { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("cluster").await })* }
-        mod sentinel { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test("sentinel").await })* }
-    };
-}
-
-on_each_deployment!(
+delayq_dev::on_each_deployment!(
     auto_ack,
     manual_ack,
     retry_then_dead,

@@ -115,3 +115,20 @@ fn order_timeout_closes_only_unpaid_orders() {
         "{out}"
     );
 }
+
+#[test]
+fn stream_consumer_bills_audits_and_dead_letters_the_unbillable_order() {
+    let server = RedisServer::start();
+    let out = run_example("stream_consumer", &server);
+    for line in [
+        "billing order 1 for 1250 cents",
+        "billing order 3 for 990 cents",
+        "audit: order 1",
+        "audit: order 2",
+        "audit: order 3",
+        "after 2 deliveries: max_deliveries reached; last error: order 2: nothing to bill",
+        "leader 1: ",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+}

@@ -137,8 +137,8 @@ fn stream_with_three_consumers_one_killed_handles_every_entry_and_splits_the_tak
         read_ledger(&ledger).len() as u64 >= ENTRIES / 3
     });
     let mut victim = consumers.remove(0);
-    victim.kill9();
     let victim_pid = victim.pid();
+    victim.kill9();
     wait_for(Duration::from_secs(120), "every entry handled", || {
         handled(&ledger).len() as u64 == ENTRIES
     });
@@ -242,7 +242,7 @@ fn leader_task_has_one_leader_at_a_time_and_a_killed_leader_is_replaced_within_t
     // Freeze the new leader past its ttl: a third leads with a greater token, and the frozen
     // one, thawed, starts no run with its stale token.
     std::thread::sleep(Duration::from_millis(500));
-    let second_leader = LeaderTick::read_all(&ledger).last().unwrap();
+    let second_leader = *LeaderTick::read_all(&ledger).last().unwrap();
     let frozen = contenders
         .iter()
         .find(|c| c.pid() == second_leader.pid)
