@@ -18,7 +18,7 @@ scripts!(
     STREAM_SCRIPTS,
     "stream/",
     include_str!("scripts/stream/prelude.lua"),
-    [ack, hold, dead, take_over, leave, replay_dead]
+    [hold, dead, take_over, leave, replay_dead]
 );
 
 /// The field of an entry that holds its JSON payload.
@@ -247,14 +247,25 @@ impl StreamGroup {
             .collect())
     }
 
-    /// Acks handled entries; per id, `false` when it was no longer pending in the group.
+    /// Acks handled entries with one `XACK`. Per id `true`: a stream ack is not fenced by
+    /// the holder (an entry taken over by another consumer is still acked by the first: it
+    /// was handled), and an id that was no longer pending (acked already, or dead-lettered)
+    /// is acked all the same. One `XACK` for the batch costs Redis about 0.2 µs an entry; a
+    /// per-id answer (a script, one `XACK` each) cost 1.5 µs, more than the read itself.
     pub async fn ack(&self, ids: &[String]) -> Result<Vec<bool>> {
-        let mut inv = self.script(&STREAM_SCRIPTS.ack);
-        for id in ids {
-            inv.arg(id);
+        let mut cmd = redis::cmd("XACK");
+        cmd.arg(&self.keys.stream).arg(&self.keys.group).arg(ids);
+        let acked: usize = self
+            .conn
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await?;
+        if acked < ids.len() {
+            tracing::debug!(
+                count = ids.len() - acked,
+                "acked entries that were no longer pending"
+            );
         }
-        let acked: Vec<u8> = self.invoke(inv).await?;
-        Ok(acked.into_iter().map(|a| a == 1).collect())
+        Ok(vec![true; ids.len()])
     }
 
     async fn hold(&self, ids: &[String], idle: Duration, change: i32) -> Result<Vec<bool>> {

@@ -72,6 +72,11 @@ impl StreamRuntime {
         self.options.ack_timeout()
     }
 
+    /// The most entries one read asks for.
+    pub(crate) fn batch(&self) -> usize {
+        self.registration.batch as usize
+    }
+
     /// How often the take-over runs (and the heartbeat with it).
     pub(crate) fn take_over_every(&self) -> Duration {
         (self.min_idle() / 2).clamp(MIN_TAKE_OVER_EVERY, MAX_TAKE_OVER_EVERY)

@@ -15,6 +15,8 @@ use crate::worker;
 
 /// The longest a read blocks before it is issued again (capped by the connection).
 const BLOCK: Duration = Duration::from_secs(60);
+/// How long a read waits for more free slots once one is free.
+const GATHER_WAIT: Duration = Duration::from_millis(2);
 
 /// Starts a worker for `entry` on `permit`, unless the entry is a replay meant for another
 /// group (acked here without running).
@@ -86,12 +88,28 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
             },
         };
         // Backpressure: read only when a slot is free, and no more than are free.
-        let first = tokio::select! {
+        let mut permits = tokio::select! {
             p = stream.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
             _ = stream.stop.cancelled() => return,
         };
-        let free = 1 + stream.slots.available_permits();
-        let count = free.min(stream.registration.batch as usize);
+        // Under load, slots free one by one as handlers finish: wait a moment for a fuller
+        // read (up to half the slots) rather than issuing a read per freed slot.
+        let want = stream
+            .batch()
+            .min((stream.options.concurrency as usize / 2).max(1));
+        if want > 1 {
+            let more = stream.slots.clone().acquire_many_owned(want as u32 - 1);
+            match tokio::time::timeout(GATHER_WAIT, more).await {
+                Ok(Ok(more)) => permits.merge(more),
+                _ => {
+                    let free = stream.slots.available_permits().min(want - 1);
+                    if let Ok(more) = stream.slots.clone().try_acquire_many_owned(free as u32) {
+                        permits.merge(more);
+                    }
+                }
+            }
+        }
+        let count = permits.num_permits();
         let read = tokio::select! {
             r = stream.group.read(conn_for_reads, count, BLOCK) => r,
             _ = stream.stop.cancelled() => return,
@@ -100,9 +118,9 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
             Ok(entries) => {
                 stream.health.ok();
                 retry.reset();
-                let mut first = Some(first);
                 for entry in entries {
-                    let permit = match first.take() {
+                    // One permit per entry read; those left over return when `permits` drops.
+                    let permit = match permits.split(1) {
                         Some(p) => p,
                         None => match stream.slots.clone().acquire_owned().await {
                             Ok(p) => p,
@@ -113,7 +131,7 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
                 }
             }
             Err(error) => {
-                drop(first);
+                drop(permits);
                 if error.to_string().contains("NOGROUP") {
                     // Someone deleted the stream or the group: create it again.
                     if !create_group(&stream).await {
