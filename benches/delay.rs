@@ -12,24 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::TestRedis;
+use delayq_dev::{payload, Payload, TestRedis};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
-use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize)]
-struct Payload {
-    order_id: u64,
-    customer: String,
-    note: String,
-}
-
-fn payload(i: u64) -> Payload {
-    Payload {
-        order_id: i,
-        customer: format!("customer-{:08}", i % 100_000),
-        note: "close the order if it is still unpaid".to_string(),
-    }
-}
 
 /// Handler starts: (lateness in µs against the due time, when).
 static STARTS: Mutex<Vec<(i64, Instant)>> = Mutex::new(Vec::new());

@@ -16,27 +16,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{pending_entries, RedisServer};
+use delayq_dev::{payload, pending_entries, Payload, RedisServer};
 use delayq_runtime::{stream_listener, Runtime, StreamMessage};
-use serde::{Deserialize, Serialize};
 
 const ENTRIES: u64 = 100_000;
 const GROUP: &str = "g";
-
-#[derive(Serialize, Deserialize)]
-struct Payload {
-    order_id: u64,
-    customer: String,
-    note: String,
-}
-
-fn payload(i: u64) -> Payload {
-    Payload {
-        order_id: i,
-        customer: format!("customer-{:08}", i % 100_000),
-        note: "close the order if it is still unpaid".to_string(),
-    }
-}
 
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 

@@ -274,3 +274,35 @@ impl Drop for ConsumerProcess {
         self.kill9();
     }
 }
+
+/// For the consumer binaries: how long a handler sleeps (`DELAYQ_TEST_HANDLER_MS`, default 0).
+pub fn handler_delay() -> std::time::Duration {
+    let ms = std::env::var("DELAYQ_TEST_HANDLER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    std::time::Duration::from_millis(ms)
+}
+
+/// For the consumer binaries: appends `line` to the ledger `DELAYQ_TEST_LEDGER` in one write
+/// call, so that a process killed mid-way never leaves half a line.
+pub fn append_to_ledger(line: &str) -> Result<(), String> {
+    use std::io::Write;
+    let path = std::env::var("DELAYQ_TEST_LEDGER").map_err(|_| "DELAYQ_TEST_LEDGER is not set")?;
+    let mut ledger = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("open {path}: {e}"))?;
+    ledger.write_all(line.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// For the consumer binaries: logs to stderr, filtered by `RUST_LOG` (default info).
+pub fn init_process_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -14,21 +14,26 @@ mod control;
 mod examples;
 mod idle;
 mod info;
+mod payload;
 mod proxy;
 mod server;
 mod support;
 mod topology;
 
-pub use consumer::{read_ledger, ConsumerProcess, LeaderTick, LedgerLine, Role};
+pub use consumer::{
+    append_to_ledger, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
+    LeaderTick, LedgerLine, Role,
+};
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;
 pub use examples::redis_for_examples;
 pub use info::parse_command_calls;
+pub use payload::{payload, Payload};
 pub use proxy::BlackholeProxy;
 pub use server::{Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
     drained, envelope, init_tracing, keys, pending_entries, producer, runtime, score, sleep_ms,
-    state, stream_runtime, wait_until, Seen,
+    state, stream_dead_letters, stream_runtime, wait_until, Seen,
 };
 pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
 

@@ -224,3 +224,29 @@ pub fn pending_entries(server: &RedisServer, stream: &str, group: &str) -> u64 {
         _ => 0,
     }
 }
+
+/// Waits until `group` has at least `n` dead letters on `stream`, and returns them (oldest
+/// first); panics after `limit`.
+pub async fn stream_dead_letters(
+    p: &Producer,
+    stream: &str,
+    group: &str,
+    n: usize,
+    limit: Duration,
+) -> Vec<delayq_core::StreamDeadLetter> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let letters = p
+            .stream_dead_letters(stream, group, 0..n.max(100))
+            .await
+            .expect("list the dead letters");
+        if letters.len() >= n {
+            return letters;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited {limit:?} for {n} dead letters of {group} on {stream}: {letters:?}"
+        );
+        sleep_ms(50).await;
+    }
+}

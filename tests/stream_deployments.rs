@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use delayq_dev::{sleep_ms, Seen, TestRedis};
+use delayq_dev::{sleep_ms, stream_dead_letters, Seen, TestRedis};
 use delayq_runtime::{
     leader_task, stream_listener, LeaderLease, Leadership, Producer, Runtime, RuntimeHandle,
     StreamMessage,
@@ -72,18 +72,7 @@ async fn stream_flow(kind: &str) {
     }
     FLOW.wait_matching(29, WAIT, |e| e.0 == kind && e.1 != 13)
         .await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let letters = loop {
-        let letters = p
-            .stream_dead_letters("dep.stream", "g", 0..10)
-            .await
-            .unwrap();
-        if !letters.is_empty() {
-            break letters;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no dead letter");
-        sleep_ms(50).await;
-    };
+    let letters = stream_dead_letters(&p, "dep.stream", "g", 1, WAIT).await;
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].deliveries, 2);
     p.replay_stream_dead("dep.stream", "g", &letters[0].dead_id)
@@ -158,10 +147,10 @@ async fn leader(kind: &str) {
     let rt = runtime(&redis, &[], &["dep.leader"]).await;
     let outsider = LeaderLease::new(&p, "dep.leader", Duration::from_secs(1)).unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while !LED.all().contains(&1) {
+    while outsider.holder().await.unwrap() != Some(1) {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the leader task never ran"
+            "the runtime never took the lease"
         );
         sleep_ms(20).await;
     }
@@ -169,6 +158,7 @@ async fn leader(kind: &str) {
         outsider.try_acquire().await.unwrap().is_none(),
         "the runtime leads"
     );
+    LED.wait_for(1, WAIT).await;
     rt.shutdown().await.unwrap();
     let after = outsider
         .try_acquire()
@@ -176,4 +166,5 @@ async fn leader(kind: &str) {
         .unwrap()
         .expect("released at shutdown");
     assert_eq!(after.token(), 2, "the runtime led with token 1");
+    assert_eq!(outsider.holder().await.unwrap(), Some(2));
 }

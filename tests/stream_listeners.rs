@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use delayq_core::protocol::dead_stream;
 use delayq_dev::{
-    init_tracing, pending_entries, producer, sleep_ms, stream_runtime, wait_until, RedisServer,
-    Seen,
+    init_tracing, pending_entries, producer, sleep_ms, stream_dead_letters, stream_runtime,
+    wait_until, RedisServer, Seen,
 };
 use delayq_runtime::{stream_listener, Ack, LeaderLease, PublishOptions, StreamMessage};
 
@@ -83,18 +83,7 @@ async fn a_poison_entry_is_dead_lettered_after_max_deliveries_and_replayed_for_i
     POISON_OK
         .wait_matching(2, Duration::from_secs(10), |p| p == "a" || p == "b")
         .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let letters = loop {
-        let letters = p
-            .stream_dead_letters("st.poison", "g", 0..10)
-            .await
-            .unwrap();
-        if !letters.is_empty() {
-            break letters;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no dead letter");
-        sleep_ms(50).await;
-    };
+    let letters = stream_dead_letters(&p, "st.poison", "g", 1, Duration::from_secs(20)).await;
     assert_eq!(letters.len(), 1, "{letters:?}");
     let letter = &letters[0];
     assert_eq!(letter.payload, b"\"poison\"");
@@ -183,18 +172,7 @@ async fn entries_that_do_not_decode_are_dead_lettered_at_once() {
         .await
         .unwrap();
     DECODED.wait_for(1, Duration::from_secs(10)).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut letters = loop {
-        let letters = p
-            .stream_dead_letters("st.decode", "g", 0..10)
-            .await
-            .unwrap();
-        if letters.len() == 2 {
-            break letters;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{letters:?}");
-        sleep_ms(50).await;
-    };
+    let mut letters = stream_dead_letters(&p, "st.decode", "g", 2, Duration::from_secs(10)).await;
     // Both die at once, in either order; in entry order:
     letters.sort_by(|a, b| a.entry_id.cmp(&b.entry_id));
     assert!(letters[0].reason.contains("does not decode"), "{letters:?}");

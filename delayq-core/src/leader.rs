@@ -165,6 +165,18 @@ impl LeaderLease {
         Ok(Ok(leadership))
     }
 
+    /// The fencing token of whoever holds the lease now (this object or another), without
+    /// trying to take it; `None` when nobody does.
+    pub async fn holder(&self) -> Result<Option<u64>> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.keys.lease);
+        let value: Option<String> = self
+            .conn
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await?;
+        Ok(value.and_then(|v| v.rsplit(' ').next()?.parse().ok()))
+    }
+
     /// Extends the lease by its ttl from now; `false` when it is no longer held (expired,
     /// taken by another, or never acquired).
     pub async fn renew(&self) -> Result<bool> {

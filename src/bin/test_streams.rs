@@ -9,30 +9,7 @@
 //!
 //! It runs until SIGINT or SIGTERM, then shuts down gracefully.
 
-use std::io::Write;
-use std::time::Duration;
-
 use delayq_runtime::{leader_task, stream_listener, Leadership, Runtime, StreamMessage};
-
-fn handler_delay() -> Duration {
-    let ms = std::env::var("DELAYQ_TEST_HANDLER_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    Duration::from_millis(ms)
-}
-
-/// Appends `line` to the ledger in one write call: a process killed mid-way never leaves half
-/// a line.
-fn record(line: &str) -> Result<(), String> {
-    let path = std::env::var("DELAYQ_TEST_LEDGER").map_err(|_| "DELAYQ_TEST_LEDGER is not set")?;
-    let mut ledger = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| format!("open {path}: {e}"))?;
-    ledger.write_all(line.as_bytes()).map_err(|e| e.to_string())
-}
 
 #[stream_listener(
     stream = "proc.stream",
@@ -41,8 +18,8 @@ fn record(line: &str) -> Result<(), String> {
     min_idle = "2s"
 )]
 async fn stream_work(msg: StreamMessage<u64>) -> Result<(), String> {
-    tokio::time::sleep(handler_delay()).await;
-    record(
+    tokio::time::sleep(delayq_dev::handler_delay()).await;
+    delayq_dev::append_to_ledger(
         &delayq_dev::LedgerLine {
             payload: *msg.payload(),
             attempt: msg.deliveries(),
@@ -62,8 +39,8 @@ fn now_us() -> u64 {
 #[leader_task(name = "proc.leader", every = "50ms", ttl = "1s")]
 async fn lead(leader: Leadership) -> Result<(), String> {
     let start_us = now_us();
-    tokio::time::sleep(handler_delay()).await;
-    record(
+    tokio::time::sleep(delayq_dev::handler_delay()).await;
+    delayq_dev::append_to_ledger(
         &delayq_dev::LeaderTick {
             token: leader.token(),
             start_us,
@@ -76,12 +53,7 @@ async fn lead(leader: Leadership) -> Result<(), String> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    delayq_dev::init_process_tracing();
     let builder = match std::env::var("DELAYQ_TEST_ROLE").as_deref() {
         Ok("leader") => Runtime::builder().leader_tasks(["proc.leader"]),
         _ => Runtime::builder().streams(["proc.stream"]),
