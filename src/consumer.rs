@@ -56,7 +56,12 @@ pub enum Role {
     /// `delayq-test-streams`: the leader task `proc.leader` (every 50 ms, ttl 1 s), writing
     /// [`LeaderTick`]s.
     Leader,
+    /// `delayq-test-streams`: ticks the waiting room `proc.room` ([`PROC_ROOM`]).
+    Room,
 }
+
+/// The configuration of the room `proc.room` that `Role::Room` processes tick.
+pub const PROC_ROOM: delayq_core::RoomConfig = delayq_core::RoomConfig::fixed(5, 100);
 
 impl Role {
     /// Its name in `DELAYQ_TEST_ROLE`.
@@ -65,6 +70,7 @@ impl Role {
             Role::Delay => "delay",
             Role::Stream => "stream",
             Role::Leader => "leader",
+            Role::Room => "room",
         }
     }
 }
@@ -123,7 +129,7 @@ fn binary(role: Role) -> PathBuf {
             }
             "delayq-test-consumer"
         }
-        Role::Stream | Role::Leader => "delayq-test-streams",
+        Role::Stream | Role::Leader | Role::Room => "delayq-test-streams",
     };
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe

@@ -22,7 +22,7 @@ mod topology;
 
 pub use consumer::{
     append_to_ledger, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
-    LeaderTick, LedgerLine, Role,
+    LeaderTick, LedgerLine, Role, PROC_ROOM,
 };
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;

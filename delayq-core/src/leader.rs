@@ -77,6 +77,11 @@ impl Leadership {
         self.token
     }
 
+    /// The lease's value while this leadership holds it, for scripts that check it.
+    pub(crate) fn lease_value(&self) -> &str {
+        &self.value
+    }
+
     /// Whether this leadership still holds the lease (one Redis round trip). `false` also
     /// when Redis cannot be asked.
     pub async fn is_current(&self) -> bool {
@@ -95,18 +100,34 @@ impl LeaderLease {
     /// for `ttl` after each acquire or renew (at least 300 ms).
     pub fn new(producer: &Producer, name: &str, ttl: Duration) -> Result<Self> {
         validate_name("leader", name)?;
+        let ns = producer.namespace();
+        Self::with_key(
+            producer.conn.clone(),
+            name,
+            format!("{ns}:{{leader:{name}}}:lease"),
+            ttl,
+        )
+    }
+
+    /// A lease whose key is `lease_key` (its fencing counter next to it, same hash tag): a
+    /// waiting room's ticking lease lives in the room's slot, so that its ticks can check it.
+    pub(crate) fn with_key(
+        conn: RedisConn,
+        name: &str,
+        lease_key: String,
+        ttl: Duration,
+    ) -> Result<Self> {
         if ttl < MIN_TTL {
             return Err(Error::InvalidOption {
                 option: "leader lease ttl",
                 reason: format!("{ttl:?} is below the minimum of {MIN_TTL:?}"),
             });
         }
-        let ns = producer.namespace();
         Ok(LeaderLease {
-            conn: producer.conn.clone(),
+            conn,
             keys: Arc::new(Keys {
-                lease: format!("{ns}:{{leader:{name}}}:lease"),
-                fence: format!("{ns}:{{leader:{name}}}:fence"),
+                fence: format!("{lease_key}:fence"),
+                lease: lease_key,
             }),
             name: name.into(),
             ttl,

@@ -23,6 +23,7 @@ mod leader;
 mod producer;
 mod publish;
 mod queue;
+mod room;
 mod scripts;
 mod send_options;
 mod stream;
@@ -36,6 +37,7 @@ pub use keys::{validate_topic, DEFAULT_NAMESPACE};
 pub use leader::{LeaderLease, Leadership};
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
 pub use publish::{PublishOptions, StreamDeadLetter};
+pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a

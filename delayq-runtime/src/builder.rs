@@ -5,7 +5,7 @@ use std::time::Duration;
 use delayq_core::protocol::{
     namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, StreamGroup, TopicQueue,
 };
-use delayq_core::{Error, Result, UrlOrigin};
+use delayq_core::{Error, Result, RoomConfig, UrlOrigin, WaitingRoom};
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::RuntimeHandle;
@@ -38,6 +38,7 @@ impl Runtime {
             topics: None,
             streams: None,
             leader_tasks: None,
+            rooms: Vec::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
@@ -51,6 +52,7 @@ pub struct RuntimeBuilder {
     topics: Option<Vec<String>>,
     streams: Option<Vec<String>>,
     leader_tasks: Option<Vec<String>>,
+    rooms: Vec<(String, RoomConfig)>,
     shutdown_grace: Duration,
 }
 
@@ -127,6 +129,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Ticks waiting room `name` with `config` (every `config.tick`), under a lease so that
+    /// of all the processes ticking it only one admits at a time.
+    pub fn waiting_room(mut self, name: impl Into<String>, config: RoomConfig) -> Self {
+        self.rooms.push((name.into(), config));
+        self
+    }
+
     /// How long shutdown lets running handlers finish before handing their messages back.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
@@ -163,6 +172,7 @@ impl RuntimeBuilder {
         if selection.topics.is_empty()
             && selection.streams.is_empty()
             && selection.leader_tasks.is_empty()
+            && self.rooms.is_empty()
         {
             return Err(Error::Config(if none {
                 "no #[delay_listener], #[stream_listener] or #[leader_task] functions are linked into this binary".into()
@@ -255,6 +265,11 @@ impl RuntimeBuilder {
                 ack_mode = s.handler.mode(),
                 "consuming"
             );
+        }
+        for (name, config) in &self.rooms {
+            let room = WaitingRoom::new(&producer, name, *config)?;
+            tracing::info!(room = %name, tick = ?config.tick_every(), "ticking the waiting room");
+            tasks.push(tokio::spawn(leader_task::tick_room(room, stop.clone())));
         }
         for registration in selection.leader_tasks {
             tasks.push(tokio::spawn(leader_task::run(

@@ -5,15 +5,19 @@
 
 use std::time::Duration;
 
-use delayq_core::{LeaderLease, Leadership, Producer};
+use delayq_core::{LeaderLease, Leadership, Producer, WaitingRoom};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::handler::HandlerFuture;
 use crate::health::Health;
 use crate::registry::LeaderTaskRegistration;
 
-/// Runs one leader task until `stop`, then releases the lease if it holds it.
+/// The shortest ticking lease of a room (three ticks, at least this).
+const ROOM_MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// Runs one `#[leader_task]` until `stop`, then releases the lease if it holds it.
 pub(crate) async fn run(
     registration: &'static LeaderTaskRegistration,
     producer: Producer,
@@ -29,7 +33,55 @@ pub(crate) async fn run(
         }
     };
     let task = (registration.task)();
-    let health = Health::new(format!("leader task {}", registration.name));
+    lead(registration.name, lease, every, move |l| task(l), stop).await;
+}
+
+/// Ticks waiting room `room` under its lease until `stop`: one process of the namespace at
+/// a time admits, and each tick checks in Redis that its leadership is still current.
+pub(crate) async fn tick_room(room: WaitingRoom, stop: CancellationToken) {
+    let every = room.config().tick_every();
+    let ttl = (every * 3).max(ROOM_MIN_LEASE);
+    let lease = match room.lease(ttl) {
+        Ok(lease) => lease,
+        Err(error) => {
+            tracing::error!(%error, room = room.name(), "waiting room cannot tick");
+            return;
+        }
+    };
+    let name = format!("room {}", room.name());
+    let tick = move |leadership: Leadership| -> HandlerFuture {
+        let room = room.clone();
+        Box::pin(async move {
+            match room.admit_as(&leadership).await {
+                Ok(Some(report)) => {
+                    if report.admitted > 0 || report.expired_waiting > 0 {
+                        tracing::debug!(
+                            room = room.name(),
+                            admitted = report.admitted,
+                            expired = report.expired_waiting,
+                            "tick"
+                        );
+                    }
+                    Ok(())
+                }
+                Ok(None) => Err("the room's lease was lost; this tick admitted nobody".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    };
+    lead(&name, lease, every, tick, stop).await;
+}
+
+/// While holding `lease`, runs `task` every `every` (one run at a time), until `stop`.
+async fn lead(
+    name: &str,
+    lease: LeaderLease,
+    every: Duration,
+    task: impl Fn(Leadership) -> HandlerFuture,
+    stop: CancellationToken,
+) {
+    let ttl = lease.ttl();
+    let health = Health::new(format!("leader task {name}"));
     let mut leading: Option<Leadership> = None;
     let mut next_run = Instant::now();
     let mut running: Option<JoinHandle<()>> = None;
@@ -51,7 +103,7 @@ pub(crate) async fn run(
             Ok(Some(now_leading)) => {
                 if leading.is_none() {
                     tracing::info!(
-                        task = registration.name,
+                        task = name,
                         token = now_leading.token(),
                         "became the leader"
                     );
@@ -63,11 +115,7 @@ pub(crate) async fn run(
             }
             Ok(None) => {
                 if let Some(lost) = leading.take() {
-                    tracing::warn!(
-                        task = registration.name,
-                        token = lost.token(),
-                        "lost the leader lease"
-                    );
+                    tracing::warn!(task = name, token = lost.token(), "lost the leader lease");
                 }
                 health.ok();
             }
@@ -84,7 +132,7 @@ pub(crate) async fn run(
             if Instant::now() >= next_run {
                 next_run = Instant::now() + every;
                 let run = task(leader.clone());
-                let name = registration.name;
+                let name = name.to_string();
                 running = Some(tokio::spawn(async move {
                     if let Err(error) = run.await {
                         tracing::warn!(task = name, %error, "leader task failed");

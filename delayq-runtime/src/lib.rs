@@ -82,7 +82,8 @@ pub use ack::Ack;
 pub use builder::{Runtime, RuntimeBuilder};
 pub use delayq_core::{
     AckError, Cancelled, DeadLetter, Error, LeaderLease, Leadership, MessageId, Producer,
-    PublishOptions, SendOptions, SendOutcome, StreamDeadLetter, TopicCounts, UrlOrigin,
+    PublishOptions, RoomConfig, RoomCounts, RoomStatus, SendOptions, SendOutcome, StreamDeadLetter,
+    TickReport, TopicCounts, UrlOrigin, WaitingRoom,
 };
 pub use delayq_macros::{delay_listener, leader_task, stream_listener};
 pub use handle::RuntimeHandle;

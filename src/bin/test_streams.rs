@@ -4,6 +4,8 @@
 //! - `stream`: the stream listener of `proc.stream`, group `g` (concurrency 100, min_idle
 //!   2 s). Each handled entry appends `<payload> <deliveries> <pid>` (a `LedgerLine`) to
 //!   `DELAYQ_TEST_LEDGER`, after sleeping `DELAYQ_TEST_HANDLER_MS` milliseconds.
+//! - `room`: ticks the waiting room `proc.room` (`delayq_dev::PROC_ROOM`: 5 a tick, every
+//!   100 ms).
 //! - `leader`: the leader task `proc.leader` (every 50 ms, ttl 1 s). Each run appends a
 //!   `LeaderTick` (token, start and end in µs, pid), after sleeping the same.
 //!
@@ -56,6 +58,10 @@ async fn main() {
     delayq_dev::init_process_tracing();
     let builder = match std::env::var("DELAYQ_TEST_ROLE").as_deref() {
         Ok("leader") => Runtime::builder().leader_tasks(["proc.leader"]),
+        // The room only: an empty selection of leader tasks selects no listener either.
+        Ok("room") => Runtime::builder()
+            .leader_tasks(Vec::<String>::new())
+            .waiting_room("proc.room", delayq_dev::PROC_ROOM),
         _ => Runtime::builder().streams(["proc.stream"]),
     };
     if let Err(e) = run(builder).await {

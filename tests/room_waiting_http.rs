@@ -1,0 +1,217 @@
+//! The waiting-room example as a visitor meets it: its HTTP API through a real HTTP client,
+//! and its page in headless Chromium (Debian's `chromium`; `.ci/run` installs it when
+//! missing). The screenshot goes to `target/screenshots/waiting-room.png`;
+//! `docs/waiting-room.png` is a copy of one, looked at before it was committed.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use delayq_dev::{signal_pid, RedisServer};
+
+/// The example, running; killed (SIGINT, then SIGKILL) when dropped.
+struct Example {
+    child: Child,
+    /// `http://127.0.0.1:PORT`
+    base: String,
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        signal_pid(self.child.id(), libc::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+fn start(server: &RedisServer, tick_ms: u64) -> Example {
+    let mut child = Command::new(example_binary("waiting_room"))
+        .env("DELAYQ_REDIS_URL", server.url())
+        .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
+        .env("DELAYQ_EXAMPLE_TICK_MS", tick_ms.to_string())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the waiting_room example");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "listening on http://127.0.0.1:PORT/rooms/concert-42/wait"
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let base = url.split("/rooms").next().unwrap().to_string();
+    Example { child, base }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+fn get_json(agent: &ureq::Agent, url: &str) -> (u16, serde_json::Value) {
+    let mut r = agent.get(url).call().unwrap();
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_json().unwrap())
+}
+
+fn chromium() -> &'static str {
+    for c in ["chromium", "chromium-browser"] {
+        if Command::new(c).arg("--version").output().is_ok() {
+            return c;
+        }
+    }
+    panic!("headless Chromium is needed (Debian: apt-get install chromium; .ci/run installs it)");
+}
+
+#[test]
+fn waiting_room_example_over_http_and_in_a_browser() {
+    let server = RedisServer::start();
+    let app = start(&server, 250);
+    let agent = agent();
+    let room = format!("{}/rooms/concert-42", app.base);
+
+    // POST a token: 201 with JSON.
+    let mut r = agent.post(&format!("{room}/tokens")).send_empty().unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let body: serde_json::Value = r.body_mut().read_json().unwrap();
+    let token = body["token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), 32);
+
+    // Its status: waiting behind the 40 the example seeded (fewer once ticks admit some).
+    let (code, s) = get_json(&agent, &format!("{room}/tokens/{token}"));
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["state"], "waiting", "{s}");
+    let position = s["position"].as_u64().unwrap();
+    assert!((2..=41).contains(&position), "{s}");
+    assert_eq!(s["ahead"].as_u64().unwrap(), position - 1);
+
+    // Bad input: 404 JSON, and the service keeps serving.
+    for bad in ["nope", "0123456789abcdef0123456789abcdef", "%3Cscript%3E"] {
+        let (code, body) = get_json(&agent, &format!("{room}/tokens/{bad}"));
+        assert_eq!(code, 404, "{bad}: {body}");
+        assert!(body["error"].is_string(), "{body}");
+    }
+    let (code, _) = get_json(&agent, &format!("{}/rooms/other/tokens/{token}", app.base));
+    assert_eq!(code, 404, "an unknown room");
+    let mut page = agent
+        .get(&format!(
+            "{room}/wait?token=%3C/script%3E%3Cscript%3Ealert(1)%3C/script%3E"
+        ))
+        .call()
+        .unwrap();
+    assert_eq!(
+        page.status().as_u16(),
+        404,
+        "a malformed token gets no page"
+    );
+    let html = page.body_mut().read_to_string().unwrap();
+    assert!(!html.contains("<script>alert"), "{html}");
+
+    // The page in a browser shows the place in line; saved for the docs.
+    let shots = std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("waiting-room.png");
+    let _ = std::fs::remove_file(&shot);
+    let profile = tempfile::tempdir().unwrap();
+    let wait_url = format!("{room}/wait?token={token}");
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--window-size=900,600")
+        .arg("--virtual-time-budget=1500")
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&wait_url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+    let dom = dump_dom(profile.path(), &wait_url);
+    let shown: u64 = dom
+        .split("id=\"position\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the page shows no place in line:\n{dom}"));
+    assert!(
+        shown >= 1 && shown <= position,
+        "shown {shown}, was {position}"
+    );
+    assert!(dom.contains("people ahead of you"));
+
+    // Admitted after the ticks ahead of it (2 a tick, every 250 ms): the API says active, and
+    // the page sends the visitor on (the server redirects an admitted token; the page's own
+    // polling does the same while it is open, seen in the screenshot run).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, s) = get_json(&agent, &format!("{room}/tokens/{token}"));
+        if s["state"] == "active" {
+            assert!(s["expires_in_seconds"].as_u64().unwrap() > 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "not admitted in 30 s: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let dom = dump_dom(profile.path(), &wait_url);
+    assert!(
+        dom.contains("You're in"),
+        "the page did not send the visitor on:\n{dom}"
+    );
+}
+
+/// The DOM of `url` as Chromium has it once loaded (`--dump-dom` with a virtual time budget
+/// hangs in this Chromium; the wait page is rendered with the place in line filled in, so the
+/// loaded DOM shows it).
+fn dump_dom(profile: &Path, url: &str) -> String {
+    let out = Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--timeout=5000")
+        .arg(url)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
