@@ -166,7 +166,7 @@ pub struct TickReport {
 pub struct WaitingRoom {
     conn: RedisConn,
     name: std::sync::Arc<str>,
-    keys: std::sync::Arc<[String; 6]>,
+    keys: std::sync::Arc<[String; 7]>,
     config: RoomConfig,
 }
 
@@ -218,6 +218,7 @@ impl WaitingRoom {
                 key("seq"),
                 key("admits"),
                 key("lease"),
+                key("rate"),
             ]),
             config,
         })

@@ -9,6 +9,8 @@
 --   KEYS[4] seq      STRING arrival counter
 --   KEYS[5] admits   ZSET "<ms>:<n>" -> ms: what each tick of the last minute admitted
 --   KEYS[6] lease    STRING the room's ticking lease ("<owner> <token>"), for fenced ticks
+--   KEYS[7] rate     STRING admissions per second over the last minute of ticks (set by
+--                    each tick, read by status)
 -- A token is in `waiting` (and `touched`) or in `active`, never both: every change is one
 -- script. Times are the Redis server's, in ms.
 --
@@ -18,20 +20,4 @@
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- Admissions per second over the last minute of ticks, or nil before there is one.
-local function admit_rate(now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 60000)
-  local ticks = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
-  if #ticks == 0 then
-    return nil
-  end
-  local admitted, first = 0, tonumber(ticks[2])
-  for i = 1, #ticks, 2 do
-    admitted = admitted + tonumber(string.match(ticks[i], ':(%d+)$'))
-  end
-  -- The window runs from the first tick seen to now, at least one second.
-  local span = math.max(now - first, 1000) / 1000
-  return admitted / span
 end

@@ -9,7 +9,7 @@ if rank then
   if touched + tonumber(ARGV[2]) < now then
     return { 'unknown' }
   end
-  local rate = admit_rate(now)
+  local rate = tonumber(redis.call('GET', KEYS[7]) or '')
   local eta = -1
   if rate and rate > 0 then
     eta = math.floor((rank + 1) / rate * 1000)
