@@ -255,6 +255,16 @@ impl RedisConn {
         }
     }
 
+    /// Runs a prepared script call (`run` with the script's own error).
+    pub(crate) async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        script: redis::ScriptInvocation<'static>,
+    ) -> Result<T> {
+        Ok(self
+            .run(|mut c| async move { script.invoke_async(&mut c).await })
+            .await?)
+    }
+
     /// `WAIT replicas timeout` on the connection (on a cluster: to the primary) that took
     /// the write to `key`; how many replicas acknowledged it.
     pub(crate) async fn wait_for_replicas(

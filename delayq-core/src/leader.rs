@@ -168,10 +168,7 @@ impl LeaderLease {
         inv.key(&self.keys.fence)
             .arg(&*self.owner)
             .arg(millis(self.ttl));
-        let reply: i64 = self
-            .conn
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
+        let reply: i64 = self.conn.run_script(inv).await?;
         if reply <= 0 {
             return Ok(Err(Duration::from_millis(reply.unsigned_abs())));
         }
@@ -206,10 +203,7 @@ impl LeaderLease {
         };
         let mut inv = LEADER_SCRIPTS.renew.key(&self.keys.lease);
         inv.arg(&*held.value).arg(millis(self.ttl));
-        let renewed: u8 = self
-            .conn
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
+        let renewed: u8 = self.conn.run_script(inv).await?;
         if renewed == 0 {
             self.set_held(None);
         }
@@ -224,10 +218,7 @@ impl LeaderLease {
         self.set_held(None);
         let mut inv = LEADER_SCRIPTS.release.key(&self.keys.lease);
         inv.arg(&*held.value);
-        let released: u8 = self
-            .conn
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
+        let released: u8 = self.conn.run_script(inv).await?;
         Ok(released == 1)
     }
 }

@@ -248,10 +248,7 @@ impl WaitingRoom {
     }
 
     async fn invoke<T: redis::FromRedisValue>(&self, inv: ScriptInvocation<'static>) -> Result<T> {
-        Ok(self
-            .conn
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?)
+        self.conn.run_script(inv).await
     }
 
     /// Joins the line: a new unguessable token (128 random bits, 32 hex digits).

@@ -190,10 +190,7 @@ impl StreamGroup {
     }
 
     async fn invoke<T: redis::FromRedisValue>(&self, inv: ScriptInvocation<'static>) -> Result<T> {
-        Ok(self
-            .conn
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?)
+        self.conn.run_script(inv).await
     }
 
     /// Creates the group (and the stream, if missing) reading from the end (`$`), or from the
