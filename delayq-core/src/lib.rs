@@ -49,7 +49,6 @@ pub mod protocol {
     pub use crate::deployment::{Deployment, SentinelSpec};
     pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
     pub use crate::error::redact_url;
-    pub use crate::keys::validate_name;
     pub use crate::keys::{validate_namespace, TopicKeys};
     pub use crate::queue::{
         ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,

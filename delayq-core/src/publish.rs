@@ -11,7 +11,7 @@ use crate::envelope::ms_to_time;
 use crate::error::{Error, Result};
 use crate::keys::validate_name;
 use crate::producer::Producer;
-use crate::stream::{dead_stream, StreamGroup, PAYLOAD_FIELD};
+use crate::stream::{dead_stream, value_bytes, StreamGroup, PAYLOAD_FIELD};
 
 /// Dead letters read per `XRANGE` while paging through a dead-letter stream.
 const DEAD_PAGE: usize = 1_000;
@@ -58,12 +58,7 @@ pub struct StreamDeadLetter {
 }
 
 fn field(map: &std::collections::HashMap<String, Value>, name: &str) -> Vec<u8> {
-    match map.get(name) {
-        Some(Value::BulkString(b)) => b.clone(),
-        Some(Value::SimpleString(s)) => s.clone().into_bytes(),
-        Some(Value::Int(i)) => i.to_string().into_bytes(),
-        _ => Vec::new(),
-    }
+    map.get(name).and_then(value_bytes).unwrap_or_default()
 }
 
 fn field_text(map: &std::collections::HashMap<String, Value>, name: &str) -> String {

@@ -83,10 +83,8 @@ impl StreamEntry {
             replay_for: None,
         };
         for (name, value) in fields {
-            let bytes = match value {
-                Value::BulkString(b) => b,
-                Value::SimpleString(s) => s.into_bytes(),
-                _ => continue,
+            let Some(bytes) = value_bytes(&value) else {
+                continue;
             };
             match name.as_str() {
                 PAYLOAD_FIELD => entry.payload = Some(bytes),
@@ -143,13 +141,18 @@ impl std::fmt::Debug for StreamGroup {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
+/// A field value (or a script's reply item) as bytes: strings and integers.
+pub(crate) fn value_bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(i) => Some(i.to_string()),
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
         _ => None,
     }
+}
+
+fn text(v: &Value) -> Option<String> {
+    String::from_utf8(value_bytes(v)?).ok()
 }
 
 fn array(v: &Value) -> &[Value] {
