@@ -47,3 +47,49 @@ impl<K: Eq + Hash> Books<K> {
             .collect()
     }
 }
+
+/// One delivery's place in its books: the settled flag the books see, and the calls that
+/// settle it or take it off. The topic lease and the stream lease each hold one.
+pub(crate) struct BookEntry<K: Eq + Hash> {
+    books: Arc<Books<K>>,
+    key: K,
+    settled: Arc<AtomicBool>,
+}
+
+impl<K: Eq + Hash> BookEntry<K> {
+    /// Enters a delivery just claimed under `key`.
+    pub(crate) fn enter(books: Arc<Books<K>>, key: K) -> Self
+    where
+        K: Clone,
+    {
+        let settled = Arc::new(AtomicBool::new(false));
+        books.enter(key.clone(), settled.clone());
+        BookEntry {
+            books,
+            key,
+            settled,
+        }
+    }
+
+    pub(crate) fn is_settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    /// Takes it off the books: it is settled, or another delivery owns the message now (a
+    /// stale answer), so there is nothing this process could hand back.
+    pub(crate) fn leave(&self) {
+        self.books.remove(&self.key);
+    }
+
+    /// Marks it settled and takes it off the books, so shutdown does not hand it back.
+    pub(crate) fn settle(&self) {
+        self.settled.store(true, Ordering::Release);
+        self.leave();
+    }
+
+    /// `Err(Stale)` for a stale answer, which also takes the delivery off the books.
+    pub(crate) fn stale(&self) -> Result<(), delayq_core::AckError> {
+        self.leave();
+        Err(delayq_core::AckError::Stale)
+    }
+}

@@ -1,7 +1,6 @@
 //! One delivery's hold on its message: its fence token, whether it has been settled, and the
 //! calls that settle or extend it. The worker and the user's `Ack` share it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use delayq_core::protocol::{NackOutcome, TopicQueue};
 use delayq_core::{AckError, MessageId};
 
 use crate::ack_batcher::AckBatcher;
-use crate::books::Books;
+use crate::books::{BookEntry, Books};
 use crate::options::ListenerOptions;
 use crate::settle::Settle;
 
@@ -17,14 +16,13 @@ use crate::settle::Settle;
 pub(crate) type TopicBooks = Books<(MessageId, u64)>;
 
 pub(crate) struct Lease {
-    books: Arc<TopicBooks>,
+    entry: BookEntry<(MessageId, u64)>,
     queue: TopicQueue,
     acks: AckBatcher<TopicQueue>,
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
     options: ListenerOptions,
-    settled: Arc<AtomicBool>,
 }
 
 impl Lease {
@@ -38,50 +36,33 @@ impl Lease {
         token: u64,
         attempt: u32,
     ) -> Arc<Self> {
-        let settled = Arc::new(AtomicBool::new(false));
-        books.enter((id.clone(), token), settled.clone());
         Arc::new(Lease {
-            books,
+            entry: BookEntry::enter(books, (id.clone(), token)),
             queue,
             acks,
             id,
             token,
             attempt,
             options,
-            settled,
         })
-    }
-
-    /// Marks it settled and takes it off the books, so shutdown does not hand it back.
-    fn mark_settled(&self) {
-        self.settled.store(true, Ordering::Release);
-        self.leave_books();
-    }
-
-    /// `Err(Stale)` for a stale answer, which also takes the delivery off the books.
-    fn stale(&self) -> Result<(), AckError> {
-        self.leave_books();
-        Err(AckError::Stale)
     }
 }
 
 impl Settle for Lease {
     fn is_settled(&self) -> bool {
-        self.settled.load(Ordering::Acquire)
+        self.entry.is_settled()
     }
 
-    /// Takes it off the books: it is settled, or another delivery owns the message now (a
-    /// stale answer), so there is nothing this process could hand back.
     fn leave_books(&self) {
-        self.books.remove(&(self.id.clone(), self.token));
+        self.entry.leave();
     }
 
     async fn ack(&self) -> Result<(), AckError> {
         if self.acks.ack((self.id.clone(), self.token)).await? {
-            self.mark_settled();
+            self.entry.settle();
             Ok(())
         } else {
-            self.stale()
+            self.entry.stale()
         }
     }
 
@@ -101,10 +82,10 @@ impl Settle for Lease {
             )
             .await?;
         match outcome {
-            NackOutcome::Stale => self.stale(),
+            NackOutcome::Stale => self.entry.stale(),
             NackOutcome::Retry => {
                 tracing::debug!(retry_in = ?backoff, "will retry");
-                self.mark_settled();
+                self.entry.settle();
                 Ok(())
             }
             NackOutcome::Dead => {
@@ -113,7 +94,7 @@ impl Settle for Lease {
                     reason = dead_reason.unwrap_or("max_attempts reached"),
                     "moved to the dead letters"
                 );
-                self.mark_settled();
+                self.entry.settle();
                 Ok(())
             }
         }
@@ -128,7 +109,7 @@ impl Settle for Lease {
         if extended.first() == Some(&true) {
             Ok(())
         } else {
-            self.stale()
+            self.entry.stale()
         }
     }
 }

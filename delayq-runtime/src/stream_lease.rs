@@ -2,7 +2,6 @@
 //! stays in the group's pending list under this consumer; renewing resets its idle time, so
 //! that nobody takes it over while its handler runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use delayq_core::AckError;
 use tokio::time::Instant;
 
 use crate::ack_batcher::AckBatcher;
-use crate::books::Books;
+use crate::books::{BookEntry, Books};
 use crate::options::ListenerOptions;
 use crate::settle::Settle;
 
@@ -19,14 +18,13 @@ use crate::settle::Settle;
 pub(crate) type StreamBooks = Books<String>;
 
 pub(crate) struct StreamLease {
-    books: Arc<StreamBooks>,
+    entry: BookEntry<String>,
     group: StreamGroup,
     acks: AckBatcher<StreamGroup>,
     pub(crate) id: String,
     pub(crate) deliveries: u32,
     /// `max_attempts` is max_deliveries, `ack_timeout` is min_idle.
     options: ListenerOptions,
-    settled: Arc<AtomicBool>,
     /// Until when `Ack::extend` asked to keep the entry, when beyond one min_idle.
     hold_until: Mutex<Option<Instant>>,
     /// Itself, for the task that keeps a long hold.
@@ -43,29 +41,16 @@ impl StreamLease {
         id: String,
         deliveries: u32,
     ) -> Arc<Self> {
-        let settled = Arc::new(AtomicBool::new(false));
-        books.enter(id.clone(), settled.clone());
         Arc::new_cyclic(|me| StreamLease {
             me: me.clone(),
-            books,
+            entry: BookEntry::enter(books, id.clone()),
             group,
             acks,
             id,
             deliveries,
             options,
-            settled,
             hold_until: Mutex::new(None),
         })
-    }
-
-    fn mark_settled(&self) {
-        self.settled.store(true, Ordering::Release);
-        self.leave_books();
-    }
-
-    fn stale(&self) -> Result<(), AckError> {
-        self.leave_books();
-        Err(AckError::Stale)
     }
 
     async fn renew(&self) -> Result<(), AckError> {
@@ -73,7 +58,7 @@ impl StreamLease {
         if held.first() == Some(&true) {
             Ok(())
         } else {
-            self.stale()
+            self.entry.stale()
         }
     }
 
@@ -96,19 +81,19 @@ impl StreamLease {
 
 impl Settle for StreamLease {
     fn is_settled(&self) -> bool {
-        self.settled.load(Ordering::Acquire)
+        self.entry.is_settled()
     }
 
     fn leave_books(&self) {
-        self.books.remove(&self.id);
+        self.entry.leave();
     }
 
     async fn ack(&self) -> Result<(), AckError> {
         if self.acks.ack(self.id.clone()).await? {
-            self.mark_settled();
+            self.entry.settle();
             Ok(())
         } else {
-            self.stale()
+            self.entry.stale()
         }
     }
 
@@ -120,18 +105,18 @@ impl Settle for StreamLease {
                 None => format!("max_deliveries reached; last error: {error}"),
             };
             if !self.group.dead_letter(&self.id, &reason).await? {
-                return self.stale();
+                return self.entry.stale();
             }
             tracing::warn!(error, reason, "moved to the dead-letter stream");
         } else {
             let backoff = self.options.backoff.delay(self.deliveries);
             let min_idle = self.options.ack_timeout();
             if !self.group.retry_after(&self.id, backoff, min_idle).await? {
-                return self.stale();
+                return self.entry.stale();
             }
             tracing::debug!(retry_in = ?backoff.min(min_idle), "will be delivered again");
         }
-        self.mark_settled();
+        self.entry.settle();
         Ok(())
     }
 
