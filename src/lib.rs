@@ -9,6 +9,7 @@
 //! // dropped: the process is killed by its pid and its files removed
 //! ```
 
+mod browser;
 mod consumer;
 mod control;
 mod examples;
@@ -20,6 +21,7 @@ mod server;
 mod support;
 mod topology;
 
+pub use browser::{chromium, dump_dom, screenshot, screenshots_dir};
 pub use consumer::{
     append_to_ledger, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
     LeaderTick, LedgerLine, Role, PROC_ROOM,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{signal_pid, RedisServer};
+use delayq_dev::{dump_dom, screenshot, screenshots_dir, signal_pid, RedisServer};
 
 /// The example, running; killed (SIGINT, then SIGKILL) when dropped.
 struct Example {
@@ -84,15 +84,6 @@ fn get_json(agent: &ureq::Agent, url: &str) -> (u16, serde_json::Value) {
     (status, r.body_mut().read_json().unwrap())
 }
 
-fn chromium() -> &'static str {
-    for c in ["chromium", "chromium-browser"] {
-        if Command::new(c).arg("--version").output().is_ok() {
-            return c;
-        }
-    }
-    panic!("headless Chromium is needed (Debian: apt-get install chromium; .ci/run installs it)");
-}
-
 #[test]
 fn waiting_room_example_over_http_and_in_a_browser() {
     let server = RedisServer::start();
@@ -138,38 +129,12 @@ fn waiting_room_example_over_http_and_in_a_browser() {
     assert!(!html.contains("<script>alert"), "{html}");
 
     // The page in a browser shows the place in line; saved for the docs.
-    let shots = std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(3)
-        .unwrap()
-        .join("screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let shot = shots.join("waiting-room.png");
-    let _ = std::fs::remove_file(&shot);
+    let shot = screenshots_dir().join("waiting-room.png");
     let profile = tempfile::tempdir().unwrap();
     let wait_url = format!("{room}/wait?token={token}");
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--window-size=900,600")
-        .arg("--virtual-time-budget=1500")
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&wait_url)
-        .output()
-        .unwrap();
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    screenshot(profile.path(), &wait_url, &shot, (900, 600), 1500);
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
-    let dom = dump_dom(profile.path(), &wait_url);
+    let dom = dump_dom(profile.path(), &wait_url, 5000);
     let shown: u64 = dom
         .split("id=\"position\">")
         .nth(1)
@@ -195,23 +160,9 @@ fn waiting_room_example_over_http_and_in_a_browser() {
         assert!(Instant::now() < deadline, "not admitted in 30 s: {s}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let dom = dump_dom(profile.path(), &wait_url);
+    let dom = dump_dom(profile.path(), &wait_url, 5000);
     assert!(
         dom.contains("You're in"),
         "the page did not send the visitor on:\n{dom}"
     );
-}
-
-/// The DOM of `url` as Chromium has it once loaded (`--dump-dom` with a virtual time budget
-/// hangs in this Chromium; the wait page is rendered with the place in line filled in, so the
-/// loaded DOM shows it).
-fn dump_dom(profile: &Path, url: &str) -> String {
-    let out = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--timeout=5000")
-        .arg(url)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
 use crate::producer::Producer;
-use crate::scripts;
+use crate::scripts::{self, State};
 
 /// A message that will not be delivered again unless replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,50 +45,63 @@ fn bad(detail: impl std::fmt::Display) -> Error {
     Error::unexpected("dead_letters", &detail.to_string())
 }
 
-fn parse_page(keys: &TopicKeys, reply: Vec<Value>) -> Result<Vec<DeadLetter>> {
+/// One row of a `list.lua` page: id, score (ms) and the raw envelope, if any.
+pub(crate) struct Row {
+    pub id: MessageId,
+    pub score_ms: u64,
+    pub raw: Option<Vec<u8>>,
+}
+
+/// Splits a `list.lua` reply into rows.
+pub(crate) fn parse_rows(reply: Vec<Value>) -> Result<Vec<Row>> {
     let mut out = Vec::with_capacity(reply.len() / 3);
     let mut it = reply.into_iter();
-    while let (Some(id), Some(died), Some(env)) = (it.next(), it.next(), it.next()) {
+    while let (Some(id), Some(score), Some(env)) = (it.next(), it.next(), it.next()) {
         let id: String = redis::from_redis_value(id).map_err(bad)?;
-        let died: f64 = redis::from_redis_value(died).map_err(bad)?;
-        let died_at = ms_to_time(died as u64);
-        let raw: Option<Vec<u8>> = redis::from_redis_value(env).map_err(bad)?;
-        let id = MessageId::from_stored(id);
-        let letter = match raw.as_deref().map(Envelope::parse) {
-            Some(Ok(e)) => DeadLetter {
-                id,
-                reason: e.dead_reason,
-                attempts: e.attempt,
-                last_error: (!e.last_error.is_empty()).then_some(e.last_error),
-                enqueued_at: Some(ms_to_time(e.enqueued_ms)),
-                due_at: Some(ms_to_time(e.due_ms)),
-                died_at,
-                payload: e.payload,
-            },
-            Some(Err(why)) => DeadLetter {
-                reason: format!("the envelope in {} does not parse: {why}", keys.msg),
-                id,
-                payload: raw.unwrap_or_default(),
-                attempts: 0,
-                last_error: None,
-                enqueued_at: None,
-                due_at: None,
-                died_at,
-            },
-            None => DeadLetter {
-                reason: format!("the envelope is missing from {}", keys.msg),
-                id,
-                payload: Vec::new(),
-                attempts: 0,
-                last_error: None,
-                enqueued_at: None,
-                due_at: None,
-                died_at,
-            },
-        };
-        out.push(letter);
+        let score: f64 = redis::from_redis_value(score).map_err(bad)?;
+        out.push(Row {
+            id: MessageId::from_stored(id),
+            score_ms: score as u64,
+            raw: redis::from_redis_value(env).map_err(bad)?,
+        });
     }
     Ok(out)
+}
+
+fn dead_letter(keys: &TopicKeys, row: Row) -> DeadLetter {
+    let (id, died_at) = (row.id, ms_to_time(row.score_ms));
+    match row.raw.as_deref().map(Envelope::parse) {
+        Some(Ok(e)) => DeadLetter {
+            id,
+            reason: e.dead_reason,
+            attempts: e.attempt,
+            last_error: (!e.last_error.is_empty()).then_some(e.last_error),
+            enqueued_at: Some(ms_to_time(e.enqueued_ms)),
+            due_at: Some(ms_to_time(e.due_ms)),
+            died_at,
+            payload: e.payload,
+        },
+        Some(Err(why)) => DeadLetter {
+            reason: format!("the envelope in {} does not parse: {why}", keys.msg),
+            id,
+            payload: row.raw.unwrap_or_default(),
+            attempts: 0,
+            last_error: None,
+            enqueued_at: None,
+            due_at: None,
+            died_at,
+        },
+        None => DeadLetter {
+            reason: format!("the envelope is missing from {}", keys.msg),
+            id,
+            payload: Vec::new(),
+            attempts: 0,
+            last_error: None,
+            enqueued_at: None,
+            due_at: None,
+            died_at,
+        },
+    }
 }
 
 /// Dead letters moved or deleted per script call, so no call blocks Redis for long.
@@ -102,9 +115,29 @@ impl Producer {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        let inv = scripts::dead_list(&keys, range.start, range.end - 1);
+        let inv = scripts::list(&keys, State::Dead, range.start, range.end - 1);
         let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
-        parse_page(&keys, reply)
+        let rows = parse_rows(reply)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| dead_letter(&keys, row))
+            .collect())
+    }
+
+    /// One dead letter of `topic` by id; `None` when that id is not dead.
+    pub async fn dead_letter(&self, topic: &str, id: &MessageId) -> Result<Option<DeadLetter>> {
+        let keys = self.keys(topic)?;
+        let inv = scripts::list_one(&keys, State::Dead, id);
+        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
+        let rows = parse_rows(reply)?;
+        Ok(rows.into_iter().next().map(|row| dead_letter(&keys, row)))
+    }
+
+    /// Deletes one dead letter; `false` when that id is not dead.
+    pub async fn purge_dead_letter(&self, topic: &str, id: &MessageId) -> Result<bool> {
+        let keys = self.keys(topic)?;
+        let n: usize = invoke(&self.conn, &keys, &scripts::purge_dead_one(&keys, id)).await?;
+        Ok(n == 1)
     }
 
     /// Moves one dead letter back to due-now with a fresh attempt count; `false` when it is

@@ -79,6 +79,9 @@ pub struct TopicKeys {
     pub dead: String,
     /// STRING: the topic's claim counter; every claim takes its fence token from it.
     pub seq: String,
+    /// HASH `<outcome>:<10 s bucket>` → count: what `delayq stats` reports as handled in the
+    /// last minute (`ok`, `retry`, `dead`), kept by the scripts; two minutes of buckets.
+    pub stats: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -98,6 +101,7 @@ impl TopicKeys {
             msg: key("msg"),
             dead: key("dead"),
             seq: key("seq"),
+            stats: key("stats"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -111,15 +115,39 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 5] {
+    pub fn typed(&self) -> [(&str, &'static str); 6] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
             (&self.msg, "hash"),
             (&self.dead, "zset"),
             (&self.seq, "string"),
+            (&self.stats, "hash"),
         ]
     }
+}
+
+/// What the registry sets of a namespace list (see [`registry_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Registered {
+    /// Delay-queue topics, added by the first send and by a runtime that listens.
+    Topic,
+    /// Streams, added by a runtime with stream listeners and by `publish`.
+    Stream,
+    /// Waiting rooms, added by `WaitingRoom::enter` and by a runtime that ticks one.
+    Room,
+}
+
+/// The SET of every name of `kind` used under `namespace`, so that the CLI and dashboard find
+/// them without `SCAN`. It has no hash tag: on a cluster it lives on its own slot, so it is
+/// written by its own command, never from a topic's script.
+pub fn registry_key(namespace: &str, kind: Registered) -> String {
+    let what = match kind {
+        Registered::Topic => "topics",
+        Registered::Stream => "streams",
+        Registered::Room => "rooms",
+    };
+    format!("{namespace}:registry:{what}")
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod catalog;
 mod conn;
 mod connect;
 mod dead;
@@ -18,6 +19,7 @@ mod deployment;
 mod envelope;
 mod error;
 mod id;
+mod inspect;
 mod keys;
 mod leader;
 mod producer;
@@ -33,6 +35,7 @@ pub use dead::DeadLetter;
 pub use envelope::MAX_DUE_MS;
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
+pub use inspect::{GroupStats, Outcomes, PendingMessage, StreamStats, TopicStats};
 pub use keys::{validate_topic, DEFAULT_NAMESPACE};
 pub use leader::{LeaderLease, Leadership};
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
@@ -49,7 +52,7 @@ pub mod protocol {
     pub use crate::deployment::{Deployment, SentinelSpec};
     pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
     pub use crate::error::redact_url;
-    pub use crate::keys::{validate_namespace, TopicKeys};
+    pub use crate::keys::{registry_key, validate_namespace, Registered, TopicKeys};
     pub use crate::queue::{
         ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
     };

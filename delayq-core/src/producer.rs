@@ -6,11 +6,12 @@ use std::time::{Duration, SystemTime};
 use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
+use crate::catalog::Remembered;
 use crate::conn::{invoke, on_topic, RedisConn};
 use crate::connect::{namespace_from_env, redis_url_from_env, UrlOrigin};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
-use crate::keys::{validate_namespace, TopicKeys};
+use crate::keys::{validate_namespace, Registered, TopicKeys};
 use crate::queue::TopicQueue;
 use crate::scripts::{self, Outgoing, SCRIPTS};
 use crate::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
@@ -28,6 +29,8 @@ pub struct Producer {
     pub(crate) conn: RedisConn,
     namespace: Arc<str>,
     max_payload: usize,
+    /// Registry entries this producer already added (see catalog.rs).
+    pub(crate) registered: Remembered,
 }
 
 impl std::fmt::Debug for Producer {
@@ -66,6 +69,7 @@ impl Producer {
             conn,
             namespace: namespace.into(),
             max_payload: DEFAULT_MAX_PAYLOAD,
+            registered: Remembered::default(),
         }
     }
 
@@ -157,6 +161,7 @@ impl Producer {
         };
         let due = options.when.due()?;
         let payload = self.encode(payload)?;
+        self.register(Registered::Topic, topic).await?;
         let inv = scripts::send(
             &keys,
             [Outgoing {
@@ -205,6 +210,7 @@ impl Producer {
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
+        self.register(Registered::Topic, topic).await?;
         let mut pipe = redis::pipe();
         for chunk in encoded.chunks(BATCH_CHUNK) {
             let messages = chunk.iter().map(|(id, payload, due)| Outgoing {

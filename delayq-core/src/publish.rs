@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::envelope::ms_to_time;
 use crate::error::{Error, Result};
-use crate::keys::validate_name;
+use crate::keys::{validate_name, Registered};
 use crate::producer::Producer;
 use crate::stream::{dead_stream, value_bytes, StreamGroup, PAYLOAD_FIELD};
 
@@ -85,6 +85,7 @@ impl Producer {
     ) -> Result<String> {
         validate_name("stream", stream)?;
         let bytes = self.encode(payload)?;
+        self.register(Registered::Stream, stream).await?;
         let mut cmd = redis::cmd("XADD");
         cmd.arg(stream);
         if let Some(n) = options.max_len {

@@ -9,7 +9,7 @@ use redis::{ScriptInvocation, Value};
 use crate::conn::RedisConn;
 use crate::envelope::millis;
 use crate::error::{Error, Result};
-use crate::keys::validate_name;
+use crate::keys::{validate_name, Registered};
 use crate::leader::{LeaderLease, Leadership};
 use crate::producer::Producer;
 use crate::scripts::scripts;
@@ -165,6 +165,8 @@ pub struct TickReport {
 #[derive(Clone)]
 pub struct WaitingRoom {
     conn: RedisConn,
+    /// For the registry entry `enter` adds (once per producer).
+    producer: Producer,
     name: std::sync::Arc<str>,
     keys: std::sync::Arc<[String; 7]>,
     config: RoomConfig,
@@ -210,6 +212,7 @@ impl WaitingRoom {
         let key = |suffix: &str| format!("{ns}:{{room:{name}}}:{suffix}");
         Ok(WaitingRoom {
             conn: producer.conn.clone(),
+            producer: producer.clone(),
             name: name.into(),
             keys: std::sync::Arc::new([
                 key("waiting"),
@@ -254,6 +257,7 @@ impl WaitingRoom {
     /// Joins the line: a new unguessable token (128 random bits, 32 hex digits).
     pub async fn enter(&self) -> Result<String> {
         let token = new_token()?;
+        self.register().await?;
         let mut inv = self.script(&ROOM_SCRIPTS.enter);
         inv.arg(&token);
         let _position: u64 = self.invoke(inv).await?;
@@ -320,6 +324,13 @@ impl WaitingRoom {
     /// `false` when the token was not active.
     pub async fn complete(&self, token: &str) -> Result<bool> {
         self.remove(token, "complete").await
+    }
+
+    /// Adds the room to the namespace's registry (`delayq rooms`); `enter` and the runtime
+    /// that ticks it do this.
+    #[doc(hidden)]
+    pub async fn register(&self) -> Result<()> {
+        self.producer.register(Registered::Room, &self.name).await
     }
 
     /// How many wait and how many are inside.

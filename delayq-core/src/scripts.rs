@@ -41,14 +41,14 @@ scripts!(
         requeue_expired,
         cancel,
         reschedule,
-        dead_list,
+        list,
         replay_dead,
         purge_dead,
     ]
 );
 
 /// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
-/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, the wake channel as ARGV[1] and
+/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, the wake channel as ARGV[1] and
 /// the command that publishes on it as ARGV[2] (see `prelude.lua`); its own arguments follow.
 fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static> {
     let mut inv = script.key(&k.delayed);
@@ -56,6 +56,7 @@ fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static>
         .key(&k.msg)
         .key(&k.dead)
         .key(&k.seq)
+        .key(&k.stats)
         .arg(&k.wake)
         .arg(k.publish);
     inv
@@ -192,9 +193,36 @@ pub(crate) fn reschedule(k: &TopicKeys, id: &MessageId, due: Due) -> ScriptInvoc
     inv
 }
 
-pub(crate) fn dead_list(k: &TopicKeys, start: usize, stop: usize) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.dead_list, k);
-    inv.arg(start).arg(stop);
+/// A state of a message, as `list.lua` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    Delayed,
+    Dead,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            State::Delayed => "delayed",
+            State::Dead => "dead",
+        }
+    }
+}
+
+pub(crate) fn list(
+    k: &TopicKeys,
+    state: State,
+    start: usize,
+    stop: usize,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.list, k);
+    inv.arg(state.name()).arg("range").arg(start).arg(stop);
+    inv
+}
+
+pub(crate) fn list_one(k: &TopicKeys, state: State, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.list, k);
+    inv.arg(state.name()).arg("id").arg(id.as_str());
     inv
 }
 
@@ -221,7 +249,13 @@ pub(crate) fn replay_oldest(
 
 pub(crate) fn purge_dead(k: &TopicKeys, count: usize) -> ScriptInvocation<'static> {
     let mut inv = on_topic(&SCRIPTS.purge_dead, k);
-    inv.arg(count);
+    inv.arg("oldest").arg(count);
+    inv
+}
+
+pub(crate) fn purge_dead_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.purge_dead, k);
+    inv.arg("id").arg(id.as_str());
     inv
 }
 

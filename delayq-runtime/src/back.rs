@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::health::RetryDelay;
+use crate::meter::Outcome;
 use crate::topic::TopicRuntime;
 
 /// How often the back pool looks for expired claims when it knows of none (claims by other
@@ -24,6 +25,8 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         {
             Ok(report) => {
                 topic.health.ok();
+                topic.meter.handled(Outcome::Retry, report.requeued as u64);
+                topic.meter.handled(Outcome::Dead, report.dead as u64);
                 retry.reset();
                 if report.requeued + report.dead > 0 {
                     tracing::info!(

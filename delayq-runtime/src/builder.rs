@@ -40,6 +40,9 @@ impl Runtime {
             leader_tasks: None,
             rooms: Vec::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            gauges_every: None,
+            #[cfg(feature = "prometheus")]
+            prometheus: None,
         }
     }
 }
@@ -54,6 +57,9 @@ pub struct RuntimeBuilder {
     leader_tasks: Option<Vec<String>>,
     rooms: Vec<(String, RoomConfig)>,
     shutdown_grace: Duration,
+    gauges_every: Option<Duration>,
+    #[cfg(feature = "prometheus")]
+    prometheus: Option<std::net::SocketAddr>,
 }
 
 /// What a runtime runs: the registrations it selected.
@@ -142,6 +148,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Refreshes the `delayq_pending` and `delayq_dead` gauges from Redis every `every` (a
+    /// few reads per topic and stream each time). Off by default, so that an idle runtime
+    /// sends Redis nothing; [`prometheus`](Self::prometheus) turns it on at 10 s.
+    pub fn gauges_every(mut self, every: Duration) -> Self {
+        self.gauges_every = Some(every.max(Duration::from_secs(1)));
+        self
+    }
+
+    /// Serves the runtime's metrics for Prometheus at `http://<addr>/metrics` (feature
+    /// `prometheus`). Installs the process's metrics recorder, so `spawn` fails when one is
+    /// installed already.
+    #[cfg(feature = "prometheus")]
+    pub fn prometheus(mut self, addr: std::net::SocketAddr) -> Self {
+        self.prometheus = Some(addr);
+        self.gauges_every
+            .get_or_insert(crate::gauges::PROMETHEUS_GAUGES_EVERY);
+        self
+    }
+
     /// Without `topics`, `streams` or `leader_tasks`, everything registered in the binary;
     /// with any of them, only what they name.
     fn selected(&self) -> Result<Selection> {
@@ -195,6 +220,18 @@ impl RuntimeBuilder {
         let conn = RedisConn::connect(&url, origin).await?;
         warn_without_persistence(&conn).await;
         let producer = delayq_core::protocol::producer(conn.clone(), &namespace);
+        // Before any metric handle is made: handles keep the recorder they were made with.
+        #[cfg(feature = "prometheus")]
+        if let Some(addr) = self.prometheus {
+            crate::meter::install_prometheus(addr)?;
+            tracing::info!(%addr, "serving Prometheus metrics at /metrics");
+        }
+        for r in &selection.topics {
+            producer.register_topic(r.topic).await?;
+        }
+        for r in &selection.streams {
+            producer.register_stream(r.stream).await?;
+        }
 
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
@@ -268,6 +305,7 @@ impl RuntimeBuilder {
         }
         for (name, config) in &self.rooms {
             let room = WaitingRoom::new(&producer, name, *config)?;
+            room.register().await?;
             tracing::info!(room = %name, tick = ?config.tick_every(), "ticking the waiting room");
             tasks.push(tokio::spawn(leader_task::tick_room(room, stop.clone())));
         }
@@ -301,6 +339,14 @@ impl RuntimeBuilder {
                 dead = found.map(|c| c.dead),
                 "listening"
             );
+        }
+        if let Some(every) = self.gauges_every {
+            tasks.push(tokio::spawn(crate::gauges::run(
+                producer.clone(),
+                (topics.clone(), streams.clone()),
+                every,
+                stop.clone(),
+            )));
         }
         // Wake-ups published before the subscription is in place would be missed (bosses would
         // catch up only at their safety sleep), so return once it is.

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{NackOutcome, TopicQueue};
+use delayq_core::protocol::{Delivery, NackOutcome, TopicQueue};
 use delayq_core::{AckError, MessageId};
 
 use crate::ack_batcher::AckBatcher;
 use crate::books::{BookEntry, Books};
+use crate::meter::{Meter, Outcome};
 use crate::options::ListenerOptions;
 use crate::settle::Settle;
 
@@ -19,6 +20,7 @@ pub(crate) struct Lease {
     entry: BookEntry<(MessageId, u64)>,
     queue: TopicQueue,
     acks: AckBatcher<TopicQueue>,
+    meter: Arc<Meter>,
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
@@ -31,18 +33,19 @@ impl Lease {
         books: Arc<TopicBooks>,
         queue: TopicQueue,
         acks: AckBatcher<TopicQueue>,
+        meter: Arc<Meter>,
         options: ListenerOptions,
-        id: MessageId,
-        token: u64,
-        attempt: u32,
+        delivery: &Delivery,
     ) -> Arc<Self> {
+        let (id, token) = (delivery.id.clone(), delivery.token());
         Arc::new(Lease {
             entry: BookEntry::enter(books, (id.clone(), token)),
             queue,
             acks,
+            meter,
             id,
             token,
-            attempt,
+            attempt: delivery.envelope.attempt,
             options,
         })
     }
@@ -59,6 +62,7 @@ impl Settle for Lease {
 
     async fn ack(&self) -> Result<(), AckError> {
         if self.acks.ack((self.id.clone(), self.token)).await? {
+            self.meter.handled(Outcome::Ok, 1);
             self.entry.settle();
             Ok(())
         } else {
@@ -85,6 +89,7 @@ impl Settle for Lease {
             NackOutcome::Stale => self.entry.stale(),
             NackOutcome::Retry => {
                 tracing::debug!(retry_in = ?backoff, "will retry");
+                self.meter.handled(Outcome::Retry, 1);
                 self.entry.settle();
                 Ok(())
             }
@@ -94,6 +99,7 @@ impl Settle for Lease {
                     reason = dead_reason.unwrap_or("max_attempts reached"),
                     "moved to the dead letters"
                 );
+                self.meter.handled(Outcome::Dead, 1);
                 self.entry.settle();
                 Ok(())
             }

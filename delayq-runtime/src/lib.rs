@@ -59,12 +59,14 @@ mod back;
 mod books;
 mod boss;
 mod builder;
+mod gauges;
 mod handle;
 mod handler;
 mod health;
 mod leader_task;
 mod lease;
 mod message;
+mod meter;
 mod options;
 mod registry;
 mod runtime;
@@ -81,9 +83,10 @@ mod worker;
 pub use ack::Ack;
 pub use builder::{Runtime, RuntimeBuilder};
 pub use delayq_core::{
-    AckError, Cancelled, DeadLetter, Error, LeaderLease, Leadership, MessageId, Producer,
-    PublishOptions, RoomConfig, RoomCounts, RoomStatus, SendOptions, SendOutcome, StreamDeadLetter,
-    TickReport, TopicCounts, UrlOrigin, WaitingRoom,
+    AckError, Cancelled, DeadLetter, Error, GroupStats, LeaderLease, Leadership, MessageId,
+    Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus,
+    SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickReport, TopicCounts, TopicStats,
+    UrlOrigin, WaitingRoom,
 };
 pub use delayq_macros::{delay_listener, leader_task, stream_listener};
 pub use handle::RuntimeHandle;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ack_batcher::AckBatcher;
 use crate::handler::ErasedHandler;
 use crate::health::Health;
+use crate::meter::Meter;
 use crate::options::ListenerOptions;
 use crate::registry::StreamListenerRegistration;
 use crate::stream_lease::{StreamBooks, StreamLease};
@@ -39,6 +40,7 @@ pub(crate) struct StreamRuntime {
     pub(crate) stop: CancellationToken,
     pub(crate) abort: CancellationToken,
     pub(crate) health: Health,
+    pub(crate) meter: Arc<Meter>,
 }
 
 impl StreamRuntime {
@@ -64,6 +66,7 @@ impl StreamRuntime {
                 "stream {} group {}",
                 registration.stream, registration.group
             )),
+            meter: Arc::new(Meter::stream(registration.stream, registration.group)),
         })
     }
 
@@ -93,6 +96,7 @@ impl StreamRuntime {
             self.books.clone(),
             self.group.clone(),
             self.acks.clone(),
+            self.meter.clone(),
             self.options,
             entry.id.clone(),
             entry.deliveries,

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::ack_batcher::AckBatcher;
 use crate::books::{BookEntry, Books};
+use crate::meter::{Meter, Outcome};
 use crate::options::ListenerOptions;
 use crate::settle::Settle;
 
@@ -21,6 +22,7 @@ pub(crate) struct StreamLease {
     entry: BookEntry<String>,
     group: StreamGroup,
     acks: AckBatcher<StreamGroup>,
+    meter: Arc<Meter>,
     pub(crate) id: String,
     pub(crate) deliveries: u32,
     /// `max_attempts` is max_deliveries, `ack_timeout` is min_idle.
@@ -37,6 +39,7 @@ impl StreamLease {
         books: Arc<StreamBooks>,
         group: StreamGroup,
         acks: AckBatcher<StreamGroup>,
+        meter: Arc<Meter>,
         options: ListenerOptions,
         id: String,
         deliveries: u32,
@@ -46,6 +49,7 @@ impl StreamLease {
             entry: BookEntry::enter(books, id.clone()),
             group,
             acks,
+            meter,
             id,
             deliveries,
             options,
@@ -90,6 +94,7 @@ impl Settle for StreamLease {
 
     async fn ack(&self) -> Result<(), AckError> {
         if self.acks.ack(self.id.clone()).await? {
+            self.meter.handled(Outcome::Ok, 1);
             self.entry.settle();
             Ok(())
         } else {
@@ -108,6 +113,7 @@ impl Settle for StreamLease {
                 return self.entry.stale();
             }
             tracing::warn!(error, reason, "moved to the dead-letter stream");
+            self.meter.handled(Outcome::Dead, 1);
         } else {
             let backoff = self.options.backoff.delay(self.deliveries);
             let min_idle = self.options.ack_timeout();
@@ -115,6 +121,7 @@ impl Settle for StreamLease {
                 return self.entry.stale();
             }
             tracing::debug!(retry_in = ?backoff.min(min_idle), "will be delivered again");
+            self.meter.handled(Outcome::Retry, 1);
         }
         self.entry.settle();
         Ok(())

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use delayq_core::protocol::TakeOver;
 
 use crate::health::RetryDelay;
+use crate::meter::Outcome;
 use crate::stream::StreamRuntime;
 use crate::stream_reader::dispatch;
 
@@ -47,6 +48,9 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>) {
                 continue;
             }
         };
+        stream
+            .meter
+            .handled(Outcome::Dead, report.buried.len() as u64);
         for id in &report.buried {
             tracing::warn!(stream = %stream.stream, group = %stream.group_name, %id, reason = "max_deliveries reached", "moved to the dead-letter stream");
         }

@@ -12,6 +12,7 @@ use crate::handler::ErasedHandler;
 use crate::health::Health;
 use crate::lease::{Lease, TopicBooks};
 use crate::message::TopicDelivery;
+use crate::meter::Meter;
 use crate::options::ListenerOptions;
 use crate::registry::ListenerRegistration;
 
@@ -33,6 +34,7 @@ pub(crate) struct TopicRuntime {
     /// Cancelled when the shutdown grace is over: running handlers are aborted.
     pub(crate) abort: CancellationToken,
     pub(crate) health: Health,
+    pub(crate) meter: Arc<Meter>,
 }
 
 impl TopicRuntime {
@@ -56,6 +58,7 @@ impl TopicRuntime {
             stop,
             abort,
             health: Health::new(format!("topic {}", registration.topic)),
+            meter: Arc::new(Meter::topic(registration.topic)),
         })
     }
 
@@ -65,10 +68,9 @@ impl TopicRuntime {
             self.books.clone(),
             self.queue.clone(),
             self.acks.clone(),
+            self.meter.clone(),
             self.options,
-            delivery.id.clone(),
-            delivery.token(),
-            delivery.envelope.attempt,
+            delivery,
         )
     }
 

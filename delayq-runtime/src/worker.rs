@@ -6,9 +6,9 @@ use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use delayq_core::protocol::{Delivery, StreamEntry};
+use delayq_core::protocol::{ms_to_time, Delivery, StreamEntry};
 use delayq_core::AckError;
 use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
@@ -18,6 +18,7 @@ use crate::ack::Ack;
 use crate::handler::{AfterRun, HandlerFuture};
 use crate::health::{Health, RetryDelay};
 use crate::message::TopicDelivery;
+use crate::meter::Meter;
 use crate::settle::Settle;
 use crate::stream::StreamRuntime;
 use crate::stream_message::StreamDelivery;
@@ -40,6 +41,28 @@ fn panic_text(payload: &(dyn Any + Send)) -> String {
     } else {
         "a non-string panic payload".to_string()
     }
+}
+
+/// A handler run as `delayq_inflight` counts it, from its start until this is dropped.
+struct Running<'a>(&'a Meter);
+
+impl<'a> Running<'a> {
+    fn start(meter: &'a Meter, due: SystemTime) -> Self {
+        meter.started(due);
+        Running(meter)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.finished();
+    }
+}
+
+/// When a stream entry was added: the milliseconds of its id (`<ms>-<seq>`).
+fn entry_time(id: &str) -> SystemTime {
+    let ms = id.split('-').next().and_then(|ms| ms.parse().ok());
+    ms.map_or_else(SystemTime::now, ms_to_time)
 }
 
 /// Runs a settle call until it lands, is stale, or the shutdown grace ends. A settle that
@@ -82,6 +105,7 @@ pub(crate) async fn run(
 ) {
     let _permit = permit;
     let lease = topic.lease(&delivery);
+    let _running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
     let inbound = TopicDelivery {
         topic: topic.name.clone(),
         delivery,
@@ -103,6 +127,7 @@ pub(crate) async fn run_entry(
     permit: OwnedSemaphorePermit,
 ) {
     let lease = stream.lease(&entry);
+    let _running = Running::start(&stream.meter, entry_time(&entry.id));
     let inbound = StreamDelivery {
         stream: stream.stream.clone(),
         group: stream.group_name.clone(),

@@ -21,5 +21,6 @@ end
 if #done > 0 then
   redis.call('ZREM', KEYS[2], unpack(done))
   redis.call('HDEL', KEYS[3], unpack(done))
+  count('ok', #done, now_ms())
 end
 return out

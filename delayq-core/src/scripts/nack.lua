@@ -14,10 +14,12 @@ m.last_error = ARGV[6]
 local max = attempts_allowed(m, ARGV[7])
 if ARGV[8] ~= '' then
   bury(id, m, ARGV[8], now)
+  count('dead', 1, now)
   return 'dead'
 end
 if m.attempt >= max then
   bury(id, m, string.format('failed %d of max_attempts %d', m.attempt, max), now)
+  count('dead', 1, now)
   return 'dead'
 end
 local old_head = head_score(KEYS[1])
@@ -25,4 +27,5 @@ m.due_ms = now + tonumber(ARGV[5])
 redis.call('HSET', KEYS[3], id, encode(m))
 redis.call('ZADD', KEYS[1], m.due_ms, id)
 if old_head == -1 or m.due_ms < old_head then wake(WAKE_BOSS) end
+count('retry', 1, now)
 return 'retry'

@@ -2,6 +2,7 @@
 --
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
+--   KEYS[6] stats (outcome counters, see `count` below)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -105,6 +106,22 @@ end
 local function attempts_allowed(m, default)
   if m.max_attempts > 0 then return m.max_attempts end
   return tonumber(default)
+end
+
+-- Outcome counters for `delayq stats`: KEYS[6] maps `<outcome>:<10 s bucket>` to a count
+-- (outcome: ok, retry, dead). When a bucket starts, buckets older than two minutes go, so the
+-- hash stays at a few dozen fields whatever the traffic.
+local STATS_BUCKET_MS = 10000
+local STATS_KEEP_BUCKETS = 12
+local function count(outcome, n, now)
+  if n == 0 then return end
+  local bucket = math.floor(now / STATS_BUCKET_MS)
+  if redis.call('HINCRBY', KEYS[6], outcome .. ':' .. bucket, n) == n then
+    for _, field in ipairs(redis.call('HKEYS', KEYS[6])) do
+      local b = tonumber(string.match(field, ':(%d+)$'))
+      if not b or b < bucket - STATS_KEEP_BUCKETS then redis.call('HDEL', KEYS[6], field) end
+    end
+  end
 end
 
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg.

@@ -28,4 +28,6 @@ for _, id in ipairs(ids) do
   end
 end
 if requeued > 0 then wake(WAKE_BOSS) end
+count('retry', requeued, now)
+count('dead', dead, now)
 return { requeued, dead, head_score(KEYS[2]), now }

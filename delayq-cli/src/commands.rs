@@ -1,0 +1,306 @@
+//! One function per command; each prints a table, or JSON with `--json`.
+
+use std::time::SystemTime;
+
+use delayq_core::{
+    Cancelled, MessageId, Producer, RoomConfig, RoomCounts, SendOptions, SendOutcome, StreamStats,
+    TopicStats, WaitingRoom,
+};
+use serde_json::{json, Value};
+
+use crate::report::{self, table};
+use crate::{Cli, Command, DeadCommand, DeadTarget, Failure, SendArgs};
+
+type Outcome = Result<(), Failure>;
+
+/// What a command prints: JSON for `--json`, else the table (or line) people read.
+fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{}", human());
+    }
+}
+
+pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
+    let producer = Producer::connect(url).await?;
+    Ok(producer.with_namespace(namespace)?)
+}
+
+/// Fails (exit 1) unless `topic` is registered in the namespace: a typo should not look
+/// like an empty topic.
+async fn known_topic(p: &Producer, topic: &str) -> Outcome {
+    delayq_core::validate_topic(topic)?;
+    let topics = p.topics().await?;
+    if topics.iter().any(|t| t == topic) {
+        return Ok(());
+    }
+    let known = if topics.is_empty() {
+        "none yet".to_string()
+    } else {
+        topics.join(", ")
+    };
+    Err(Failure::Failed(format!(
+        "no topic {topic:?} in namespace {:?} (known: {known}); check the name, or --namespace / DELAYQ_NAMESPACE",
+        p.namespace()
+    )))
+}
+
+fn message_id(id: &str) -> Result<MessageId, Failure> {
+    Ok(MessageId::new(id)?)
+}
+
+/// The stats of every registered topic.
+pub(crate) async fn all_stats(p: &Producer) -> Result<Vec<TopicStats>, Failure> {
+    let mut out = Vec::new();
+    for t in p.topics().await? {
+        out.push(p.topic_stats(&t).await?);
+    }
+    Ok(out)
+}
+
+/// The state of every registered stream.
+pub(crate) async fn all_streams(p: &Producer) -> Result<Vec<StreamStats>, Failure> {
+    let mut out = Vec::new();
+    for s in p.streams().await? {
+        out.push(p.stream_stats(&s).await?);
+    }
+    Ok(out)
+}
+
+/// The counts of every registered waiting room.
+pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<(String, RoomCounts)>, Failure> {
+    let mut out = Vec::new();
+    for name in p.rooms().await? {
+        // Counting reads no configuration; the default one only satisfies the constructor.
+        let room = WaitingRoom::new(p, &name, RoomConfig::default())?;
+        out.push((name, room.counts().await?));
+    }
+    Ok(out)
+}
+
+pub(crate) async fn run(cli: Cli) -> Outcome {
+    let p = connect(&cli.redis_url, &cli.namespace).await?;
+    let json = cli.json;
+    match cli.command {
+        Command::Topics => {
+            let stats = all_stats(&p).await?;
+            emit(
+                json,
+                json!(stats
+                    .iter()
+                    .map(|s| json!({"topic": s.topic, "delayed": s.delayed, "inflight": s.inflight, "dead": s.dead}))
+                    .collect::<Vec<_>>()),
+                || {
+                    let mut t = table(&["TOPIC", "DELAYED", "IN FLIGHT", "DEAD"]);
+                    for s in &stats {
+                        t.add_row(vec![
+                            s.topic.clone(),
+                            s.delayed.to_string(),
+                            s.inflight.to_string(),
+                            s.dead.to_string(),
+                        ]);
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        Command::Stats { topic } => {
+            let stats = match topic {
+                Some(topic) => {
+                    known_topic(&p, &topic).await?;
+                    vec![p.topic_stats(&topic).await?]
+                }
+                None => all_stats(&p).await?,
+            };
+            emit(
+                json,
+                json!(stats.iter().map(report::stats_json).collect::<Vec<_>>()),
+                || {
+                    let mut t = table(report::STATS_HEADER);
+                    for s in &stats {
+                        t.add_row(report::stats_row(s));
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        Command::Peek { topic, limit } => {
+            known_topic(&p, &topic).await?;
+            let messages = p.peek(&topic, 0..limit).await?;
+            let now = SystemTime::now();
+            emit(
+                json,
+                json!(messages
+                    .iter()
+                    .map(report::pending_json)
+                    .collect::<Vec<_>>()),
+                || {
+                    let mut t = table(report::PEEK_HEADER);
+                    for m in &messages {
+                        t.add_row(report::pending_row(m, now));
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        Command::Send(args) => send(&p, json, args).await?,
+        Command::Cancel { topic, id } => {
+            known_topic(&p, &topic).await?;
+            let id = message_id(&id)?;
+            let outcome = p.cancel(&topic, &id).await?;
+            let word = match outcome {
+                Cancelled::Removed => "removed",
+                Cancelled::NotFound => "not_found",
+                Cancelled::InFlight => "in_flight",
+            };
+            match outcome {
+                Cancelled::Removed => {
+                    emit(json, json!({"id": id.as_str(), "outcome": word}), || {
+                        format!("{id}: {word}")
+                    })
+                }
+                Cancelled::NotFound => {
+                    return Err(Failure::Failed(format!(
+                        "{id} is not pending on {topic} ({word}: unknown, done, or dead)"
+                    )))
+                }
+                Cancelled::InFlight => {
+                    return Err(Failure::Failed(format!(
+                        "{id} is being handled right now ({word}); it was not stopped"
+                    )))
+                }
+            }
+        }
+        Command::Dead(dead) => dead_command(&p, json, dead).await?,
+        Command::Streams => {
+            let streams = all_streams(&p).await?;
+            emit(
+                json,
+                json!(streams.iter().map(report::stream_json).collect::<Vec<_>>()),
+                || {
+                    let mut t = table(report::STREAMS_HEADER);
+                    for s in &streams {
+                        for row in report::stream_rows(s) {
+                            t.add_row(row);
+                        }
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        Command::Rooms => {
+            let rooms = all_rooms(&p).await?;
+            emit(
+                json,
+                json!(rooms
+                    .iter()
+                    .map(|(n, c)| report::room_json(n, c))
+                    .collect::<Vec<_>>()),
+                || {
+                    let mut t = table(report::ROOMS_HEADER);
+                    for (n, c) in &rooms {
+                        t.add_row(report::room_row(n, c));
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        Command::Dashboard {
+            listen,
+            allow_writes,
+        } => crate::dashboard::serve(p, listen, allow_writes).await?,
+    }
+    Ok(())
+}
+
+async fn send(p: &Producer, json: bool, args: SendArgs) -> Outcome {
+    let payload: Value = serde_json::from_str(&args.payload)
+        .map_err(|e| Failure::Usage(format!("the payload is not JSON: {e}")))?;
+    let mut options = SendOptions::new().delay(args.delay);
+    if let Some(id) = args.id {
+        options = options.id(id).replace(args.replace);
+    }
+    if let Some(n) = args.max_attempts {
+        options = options.max_attempts(n);
+    }
+    let outcome = p.send_with(&args.topic, &payload, options).await?;
+    let word = match &outcome {
+        SendOutcome::Created(_) => "created",
+        SendOutcome::Duplicate(_) => "duplicate",
+        SendOutcome::Replaced(_) => "replaced",
+    };
+    let id = outcome.id();
+    emit(
+        json,
+        json!({"id": id.as_str(), "outcome": word, "topic": args.topic}),
+        || format!("{id}: {word} on {}", args.topic),
+    );
+    Ok(())
+}
+
+async fn dead_command(p: &Producer, json: bool, command: DeadCommand) -> Outcome {
+    let now = SystemTime::now();
+    match command {
+        DeadCommand::List { topic, limit } => {
+            known_topic(p, &topic).await?;
+            let letters = p.dead_letters(&topic, 0..limit).await?;
+            emit(
+                json,
+                json!(letters.iter().map(report::dead_json).collect::<Vec<_>>()),
+                || {
+                    let mut t = table(report::DEAD_HEADER);
+                    for d in &letters {
+                        t.add_row(report::dead_row(d, now));
+                    }
+                    t.to_string()
+                },
+            );
+        }
+        DeadCommand::Show { topic, id } => {
+            known_topic(p, &topic).await?;
+            let id = message_id(&id)?;
+            let Some(letter) = p.dead_letter(&topic, &id).await? else {
+                return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
+            };
+            emit(json, report::dead_json(&letter), || {
+                report::dead_detail(&letter, now).to_string()
+            });
+        }
+        DeadCommand::Replay(DeadTarget { topic, id, all }) => {
+            known_topic(p, &topic).await?;
+            let n = match (id, all) {
+                (_, true) => p.replay_all_dead(&topic).await?,
+                (Some(id), false) => {
+                    let id = message_id(&id)?;
+                    if !p.replay_dead(&topic, &id).await? {
+                        return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
+                    }
+                    1
+                }
+                (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
+            };
+            emit(json, json!({"topic": topic, "replayed": n}), || {
+                format!("replayed {n} on {topic}")
+            });
+        }
+        DeadCommand::Purge(DeadTarget { topic, id, all }) => {
+            known_topic(p, &topic).await?;
+            let n = match (id, all) {
+                (_, true) => p.purge_dead(&topic).await?,
+                (Some(id), false) => {
+                    let id = message_id(&id)?;
+                    if !p.purge_dead_letter(&topic, &id).await? {
+                        return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
+                    }
+                    1
+                }
+                (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
+            };
+            emit(json, json!({"topic": topic, "purged": n}), || {
+                format!("purged {n} on {topic}")
+            });
+        }
+    }
+    Ok(())
+}

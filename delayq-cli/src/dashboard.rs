@@ -1,0 +1,189 @@
+//! `delayq dashboard`: one page (dashboard.html, no build step) that polls a small JSON API
+//! served here. Read-only unless started with `--allow-writes`; a write is a POST that must
+//! carry `X-Delayq-Confirm: yes` (the page asks first), which a cross-site form cannot send.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use delayq_core::{MessageId, Producer};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::commands::{all_rooms, all_stats, all_streams};
+use crate::report;
+use crate::Failure;
+
+const PAGE: &str = include_str!("dashboard.html");
+/// The header a write must carry.
+const CONFIRM_HEADER: &str = "x-delayq-confirm";
+
+struct Board {
+    producer: Producer,
+    writes: bool,
+}
+
+type Shared = State<Arc<Board>>;
+
+fn error(status: StatusCode, text: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": text.into() }))).into_response()
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        match self {
+            Failure::Usage(text) => error(StatusCode::BAD_REQUEST, text),
+            Failure::Failed(text) => error(StatusCode::SERVICE_UNAVAILABLE, text),
+        }
+    }
+}
+
+pub(crate) async fn serve(
+    producer: Producer,
+    listen: SocketAddr,
+    writes: bool,
+) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Failure::Failed(format!("cannot listen on {listen}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Failure::Failed(e.to_string()))?;
+    if !bound.ip().is_loopback() {
+        eprintln!(
+            "warning: the dashboard is bound to {bound}, not loopback: anyone who can reach it sees your queues{}",
+            if writes { " and can replay or purge dead letters" } else { "" }
+        );
+    }
+    println!(
+        "dashboard on http://{bound}/ (namespace {}, {})",
+        producer.namespace(),
+        if writes {
+            "writes allowed"
+        } else {
+            "read-only"
+        }
+    );
+    let app = Router::new()
+        .route("/", get(|| async { Html(PAGE) }))
+        .route("/api/overview", get(overview))
+        .route("/api/topics/{topic}/dead", get(dead_list))
+        .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
+        .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
+        .with_state(Arc::new(Board { producer, writes }));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| Failure::Failed(format!("the dashboard stopped: {e}")))
+}
+
+async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let (topics, streams, rooms) = (
+        all_stats(p).await?,
+        all_streams(p).await?,
+        all_rooms(p).await?,
+    );
+    Ok(Json(json!({
+        "namespace": p.namespace(),
+        "writes": board.writes,
+        "topics": topics.iter().map(report::stats_json).collect::<Vec<_>>(),
+        "streams": streams.iter().map(report::stream_json).collect::<Vec<_>>(),
+        "rooms": rooms.iter().map(|(n, c)| report::room_json(n, c)).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize)]
+struct Limit {
+    limit: Option<usize>,
+}
+
+async fn dead_list(
+    State(board): Shared,
+    Path(topic): Path<String>,
+    Query(q): Query<Limit>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let limit = q.limit.unwrap_or(50).min(1_000);
+    let letters = board.producer.dead_letters(&topic, 0..limit).await?;
+    Ok(Json(json!(letters
+        .iter()
+        .map(report::dead_json)
+        .collect::<Vec<_>>())))
+}
+
+/// Refuses a write unless the dashboard allows writes and the request confirms it.
+fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+    if !board.writes {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "this dashboard is read-only; start it with --allow-writes",
+        ));
+    }
+    if headers.get(CONFIRM_HEADER).and_then(|v| v.to_str().ok()) != Some("yes") {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "a write must be confirmed with the header X-Delayq-Confirm: yes",
+        ));
+    }
+    Ok(())
+}
+
+/// A write on dead letters: what, and on which.
+async fn write(
+    board: &Board,
+    headers: &HeaderMap,
+    topic: &str,
+    id: Option<&str>,
+    action: &str,
+) -> Response {
+    if let Err((status, why)) = may_write(board, headers) {
+        return error(status, why);
+    }
+    let p = &board.producer;
+    let id = match id.map(MessageId::new).transpose() {
+        Ok(id) => id,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let done = match (action, &id) {
+        ("replay", Some(id)) => p.replay_dead(topic, id).await.map(usize::from),
+        ("purge", Some(id)) => p.purge_dead_letter(topic, id).await.map(usize::from),
+        ("replay", None) => p.replay_all_dead(topic).await,
+        ("purge", None) => p.purge_dead(topic).await,
+        _ => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("no action {action:?}; replay or purge"),
+            )
+        }
+    };
+    match (done, id) {
+        (Ok(0), Some(id)) => error(
+            StatusCode::NOT_FOUND,
+            format!("{id} is not dead on {topic}"),
+        ),
+        (Ok(n), _) => Json(json!({ "action": action, "count": n })).into_response(),
+        (Err(e), _) => Failure::from(e).into_response(),
+    }
+}
+
+async fn write_one(
+    State(board): Shared,
+    headers: HeaderMap,
+    Path((topic, id, action)): Path<(String, String, String)>,
+) -> Response {
+    write(&board, &headers, &topic, Some(&id), &action).await
+}
+
+async fn write_all(
+    State(board): Shared,
+    headers: HeaderMap,
+    Path((topic, action)): Path<(String, String)>,
+) -> Response {
+    write(&board, &headers, &topic, None, &action).await
+}

@@ -1,0 +1,314 @@
+//! What the CLI and the dashboard read: per-topic statistics, a peek at pending messages, and
+//! the state of streams. Reads only; every number comes from a counter the scripts keep or
+//! from the size of a known key, never from a scan.
+
+use std::ops::Range;
+use std::time::SystemTime;
+
+use redis::Value;
+
+use crate::conn::{invoke, on_topic};
+use crate::dead::parse_rows;
+use crate::envelope::{ms_to_time, Envelope};
+use crate::error::{Error, Result};
+use crate::id::MessageId;
+use crate::keys::validate_name;
+use crate::producer::Producer;
+use crate::scripts::{self, State};
+use crate::stream::dead_stream;
+
+/// The width of the outcome buckets `prelude.lua` keeps (its `STATS_BUCKET_MS`).
+const STATS_BUCKET_MS: u64 = 10_000;
+
+/// Outcomes of handler runs over about the last minute (the buckets that overlap the last
+/// 60 s, so 60 to 70 s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcomes {
+    /// Acknowledged.
+    pub ok: u64,
+    /// Failed (or their ack deadline passed) and scheduled again.
+    pub retry: u64,
+    /// Moved to the dead letters.
+    pub dead: u64,
+}
+
+/// The state of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicStats {
+    /// The topic.
+    pub topic: String,
+    /// Waiting for their due time, or due and not yet claimed.
+    pub delayed: usize,
+    /// Claimed by a consumer and not acknowledged.
+    pub inflight: usize,
+    /// In the dead letters.
+    pub dead: usize,
+    /// The earliest due time among the delayed messages.
+    pub next_due: Option<SystemTime>,
+    /// The earliest ack deadline among the in-flight messages: the claim renewed least
+    /// recently, which is where a stuck consumer shows first.
+    pub oldest_claim_deadline: Option<SystemTime>,
+    /// Outcomes over about the last minute.
+    pub last_minute: Outcomes,
+    /// The Redis server's clock when the numbers were read.
+    pub read_at: SystemTime,
+}
+
+/// A message waiting in `delayed` (or in flight), as `peek` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingMessage {
+    /// The message id.
+    pub id: MessageId,
+    /// When it is due.
+    pub due_at: SystemTime,
+    /// Handler runs it has had.
+    pub attempts: u32,
+    /// The last handler error, if it failed before.
+    pub last_error: Option<String>,
+    /// When it was sent, if its envelope parses.
+    pub enqueued_at: Option<SystemTime>,
+    /// The payload (JSON as sent; the raw value when the envelope does not parse).
+    pub payload: Vec<u8>,
+}
+
+/// One consumer group of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    /// The group name.
+    pub group: String,
+    /// Consumers Redis knows in the group.
+    pub consumers: u64,
+    /// Entries delivered and not acknowledged.
+    pub pending: u64,
+    /// Entries not yet delivered to the group, when Redis can tell.
+    pub lag: Option<u64>,
+}
+
+/// The state of one stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamStats {
+    /// The stream key.
+    pub stream: String,
+    /// Entries in the stream.
+    pub length: u64,
+    /// Entries in its dead-letter stream (all groups).
+    pub dead: u64,
+    /// Its consumer groups.
+    pub groups: Vec<GroupStats>,
+}
+
+fn bad(what: &'static str, detail: impl std::fmt::Debug) -> Error {
+    Error::unexpected(what, &detail)
+}
+
+fn first_score(v: &[(String, f64)]) -> Option<SystemTime> {
+    v.first().map(|(_, s)| ms_to_time(*s as u64))
+}
+
+/// Sums the buckets of `fields` (`<outcome>:<bucket>` → count) that overlap the minute
+/// before `now_ms`.
+fn last_minute(fields: &[(String, u64)], now_ms: u64) -> Outcomes {
+    let first_bucket = now_ms.saturating_sub(60_000) / STATS_BUCKET_MS;
+    let mut out = Outcomes::default();
+    for (field, n) in fields {
+        let Some((outcome, bucket)) = field.split_once(':') else {
+            continue;
+        };
+        if bucket.parse::<u64>().is_ok_and(|b| b >= first_bucket) {
+            match outcome {
+                "ok" => out.ok += n,
+                "retry" => out.retry += n,
+                "dead" => out.dead += n,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The operator's reads of API.md's "Operating it".
+impl Producer {
+    /// The counts, heads and last-minute outcomes of `topic`, read in one round trip.
+    pub async fn topic_stats(&self, topic: &str) -> Result<TopicStats> {
+        let keys = self.keys(topic)?;
+        let mut pipe = redis::pipe();
+        pipe.zcard(&keys.delayed)
+            .zcard(&keys.inflight)
+            .zcard(&keys.dead)
+            .zrange_withscores(&keys.delayed, 0, 0)
+            .zrange_withscores(&keys.inflight, 0, 0)
+            .hgetall(&keys.stats)
+            .cmd("TIME");
+        let pipe = &pipe;
+        type Reply = (
+            usize,
+            usize,
+            usize,
+            Vec<(String, f64)>,
+            Vec<(String, f64)>,
+            Vec<(String, u64)>,
+            (u64, u64),
+        );
+        let (delayed, inflight, dead, due, claim, fields, (secs, micros)): Reply =
+            on_topic(&self.conn, &keys, |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
+            .await?;
+        let now_ms = secs * 1000 + micros / 1000;
+        Ok(TopicStats {
+            topic: keys.topic.clone(),
+            delayed,
+            inflight,
+            dead,
+            next_due: first_score(&due),
+            oldest_claim_deadline: first_score(&claim),
+            last_minute: last_minute(&fields, now_ms),
+            read_at: ms_to_time(now_ms),
+        })
+    }
+
+    /// The delayed messages of `topic`, earliest due first, by index range (`0..20` for the
+    /// next twenty). Nothing is claimed or changed.
+    pub async fn peek(&self, topic: &str, range: Range<usize>) -> Result<Vec<PendingMessage>> {
+        let keys = self.keys(topic)?;
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inv = scripts::list(&keys, State::Delayed, range.start, range.end - 1);
+        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
+        let rows = parse_rows(reply)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let due_at = ms_to_time(row.score_ms);
+                match row.raw.as_deref().map(Envelope::parse) {
+                    Some(Ok(e)) => PendingMessage {
+                        id: row.id,
+                        due_at,
+                        attempts: e.attempt,
+                        last_error: (!e.last_error.is_empty()).then_some(e.last_error),
+                        enqueued_at: Some(ms_to_time(e.enqueued_ms)),
+                        payload: e.payload,
+                    },
+                    _ => PendingMessage {
+                        id: row.id,
+                        due_at,
+                        attempts: 0,
+                        last_error: None,
+                        enqueued_at: None,
+                        payload: row.raw.unwrap_or_default(),
+                    },
+                }
+            })
+            .collect())
+    }
+
+    /// The length, dead letters and consumer groups of `stream` (`XINFO GROUPS`).
+    pub async fn stream_stats(&self, stream: &str) -> Result<StreamStats> {
+        validate_name("stream", stream)?;
+        let dead_key = dead_stream(stream);
+        let mut pipe = redis::pipe();
+        pipe.cmd("XLEN").arg(stream).cmd("XLEN").arg(&dead_key);
+        let pipe = &pipe;
+        let (length, dead): (u64, u64) = self
+            .conn
+            .run(|mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        let groups: Value = if length == 0 {
+            // XINFO fails on a missing key; an empty stream may still have groups.
+            self.conn
+                .run(|mut c| async move {
+                    let exists: bool = redis::cmd("EXISTS").arg(stream).query_async(&mut c).await?;
+                    if !exists {
+                        return Ok(Value::Array(Vec::new()));
+                    }
+                    redis::cmd("XINFO")
+                        .arg("GROUPS")
+                        .arg(stream)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?
+        } else {
+            self.conn
+                .run(|mut c| async move {
+                    redis::cmd("XINFO")
+                        .arg("GROUPS")
+                        .arg(stream)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?
+        };
+        Ok(StreamStats {
+            stream: stream.to_string(),
+            length,
+            dead,
+            groups: parse_groups(groups)?,
+        })
+    }
+}
+
+/// `XINFO GROUPS`: one map (RESP3) or flat array of field, value (RESP2) per group.
+fn parse_groups(reply: Value) -> Result<Vec<GroupStats>> {
+    let Value::Array(groups) = reply else {
+        return Err(bad("XINFO GROUPS", reply));
+    };
+    let mut out = Vec::new();
+    for g in groups {
+        let pairs: Vec<(String, Value)> = match g {
+            Value::Map(m) => m
+                .into_iter()
+                .filter_map(|(k, v)| redis::from_redis_value::<String>(k).ok().map(|k| (k, v)))
+                .collect(),
+            Value::Array(a) => a
+                .chunks(2)
+                .filter_map(|kv| match kv {
+                    [k, v] => redis::from_redis_value::<String>(k.clone())
+                        .ok()
+                        .map(|k| (k, v.clone())),
+                    _ => None,
+                })
+                .collect(),
+            other => return Err(bad("XINFO GROUPS", other)),
+        };
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let num = |name: &str| get(name).and_then(|v| redis::from_redis_value::<u64>(v).ok());
+        let group = get("name")
+            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .ok_or_else(|| bad("XINFO GROUPS", "a group without a name"))?;
+        out.push(GroupStats {
+            group,
+            consumers: num("consumers").unwrap_or(0),
+            pending: num("pending").unwrap_or(0),
+            lag: num("lag"),
+        });
+    }
+    out.sort_by(|a, b| a.group.cmp(&b.group));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_minute_sums_the_buckets_that_overlap_it() {
+        let now = 1_000_000_000_u64; // bucket 100,000
+        let fields = vec![
+            ("ok:100000".to_string(), 3),
+            ("ok:99994".to_string(), 2),  // 60 s before now: overlaps
+            ("ok:99993".to_string(), 50), // older
+            ("retry:99999".to_string(), 4),
+            ("dead:100000".to_string(), 1),
+            ("junk".to_string(), 9),
+        ];
+        let o = last_minute(&fields, now);
+        assert_eq!((o.ok, o.retry, o.dead), (5, 4, 1));
+    }
+}

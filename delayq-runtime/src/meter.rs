@@ -1,0 +1,120 @@
+//! The runtime's metrics, through the `metrics` facade (names in API.md, "Operating it"):
+//! handled outcomes, lateness, running handlers, and the pending and dead gauges. Handles are
+//! made once per topic or stream, so recording is a few atomic adds; with no recorder
+//! installed they do nothing. Install a recorder before `spawn()`: handles made earlier stay
+//! with the no-op one.
+
+use std::time::{Duration, SystemTime};
+
+use metrics::{Counter, Gauge, Histogram};
+
+/// What became of a handler run, as `delayq_handled_total{outcome}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    Retry,
+    Dead,
+}
+
+/// The metric handles of one topic, or of one stream's group.
+pub(crate) struct Meter {
+    ok: Counter,
+    retry: Counter,
+    dead: Counter,
+    lateness: Histogram,
+    inflight: Gauge,
+    pending: Gauge,
+    dead_now: Gauge,
+}
+
+impl Meter {
+    fn with_labels(labels: Vec<(&'static str, String)>) -> Self {
+        let handled = |outcome: &'static str| {
+            let mut l: Vec<metrics::Label> = labels
+                .iter()
+                .map(|(k, v)| metrics::Label::new(*k, v.clone()))
+                .collect();
+            l.push(metrics::Label::new("outcome", outcome));
+            metrics::counter!("delayq_handled_total", l)
+        };
+        let plain = || -> Vec<metrics::Label> {
+            labels
+                .iter()
+                .map(|(k, v)| metrics::Label::new(*k, v.clone()))
+                .collect()
+        };
+        Meter {
+            ok: handled("ok"),
+            retry: handled("retry"),
+            dead: handled("dead"),
+            lateness: metrics::histogram!("delayq_lateness_seconds", plain()),
+            inflight: metrics::gauge!("delayq_inflight", plain()),
+            pending: metrics::gauge!("delayq_pending", plain()),
+            dead_now: metrics::gauge!("delayq_dead", plain()),
+        }
+    }
+
+    /// The handles of `topic`.
+    pub(crate) fn topic(topic: &str) -> Self {
+        Self::with_labels(vec![("topic", topic.to_string())])
+    }
+
+    /// The handles of `group` on `stream`.
+    pub(crate) fn stream(stream: &str, group: &str) -> Self {
+        Self::with_labels(vec![
+            ("stream", stream.to_string()),
+            ("group", group.to_string()),
+        ])
+    }
+
+    /// `n` deliveries settled with `outcome` (counted where the script said it happened, so
+    /// a stale ack counts nothing).
+    pub(crate) fn handled(&self, outcome: Outcome, n: u64) {
+        match outcome {
+            Outcome::Ok => self.ok.increment(n),
+            Outcome::Retry => self.retry.increment(n),
+            Outcome::Dead => self.dead.increment(n),
+        }
+    }
+
+    /// A handler starts on something due at `due` (a message's due time, an entry's id time).
+    pub(crate) fn started(&self, due: SystemTime) {
+        let late = SystemTime::now()
+            .duration_since(due)
+            .unwrap_or(Duration::ZERO);
+        self.lateness.record(late.as_secs_f64());
+        self.inflight.increment(1.0);
+    }
+
+    /// A handler that `started` has returned (or was stopped).
+    pub(crate) fn finished(&self) {
+        self.inflight.decrement(1.0);
+    }
+
+    /// What Redis holds: waiting (delayed, or a stream group's undelivered) and dead.
+    pub(crate) fn holding(&self, pending: u64, dead: u64) {
+        self.pending.set(pending as f64);
+        self.dead_now.set(dead as f64);
+    }
+}
+
+/// Installs the Prometheus recorder with its HTTP listener on `addr` (path `/metrics`).
+#[cfg(feature = "prometheus")]
+pub(crate) fn install_prometheus(addr: std::net::SocketAddr) -> delayq_core::Result<()> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    const LATENESS_BUCKETS: &[f64] = &[
+        0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    ];
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets_for_metric(
+            Matcher::Full("delayq_lateness_seconds".into()),
+            LATENESS_BUCKETS,
+        )
+        .and_then(|b| b.install())
+        .map_err(|e| {
+            delayq_core::Error::Config(format!(
+                "cannot serve Prometheus metrics on {addr}: {e} (is a metrics recorder installed already, or the port taken?)"
+            ))
+        })
+}
