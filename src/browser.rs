@@ -69,3 +69,148 @@ pub fn dump_dom(profile: &Path, url: &str, wait_ms: u32) -> String {
         .expect("run chromium");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A headless Chromium with one page, driven over the DevTools protocol: for tests that
+/// press a page's buttons. The browser is killed (by its pid) when this is dropped.
+pub struct DevTools {
+    child: std::process::Child,
+    socket: tungstenite::WebSocket<std::net::TcpStream>,
+    session: String,
+    next_id: u64,
+    _profile: tempfile::TempDir,
+}
+
+impl DevTools {
+    /// Starts Chromium on `url` with a `width`×`height` window and attaches to its page.
+    pub fn open(url: &str, (width, height): (u32, u32)) -> Self {
+        use std::io::BufRead;
+        let profile = tempfile::tempdir().expect("a Chromium profile dir");
+        let mut child = Command::new(chromium())
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .arg("--remote-debugging-port=0")
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--window-size={width},{height}"))
+            .arg(url)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start chromium");
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let ws_url = loop {
+            let line = lines
+                .next()
+                .and_then(Result::ok)
+                .expect("Chromium exited before its DevTools endpoint was up");
+            if let Some(rest) = line.split("DevTools listening on ").nth(1) {
+                break rest.trim().to_string();
+            }
+        };
+        // Keep draining its stderr so that Chromium never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let addr = ws_url
+            .trim_start_matches("ws://")
+            .split('/')
+            .next()
+            .expect("host:port")
+            .to_string();
+        let stream = std::net::TcpStream::connect(&addr).expect("connect to DevTools");
+        let (socket, _) = tungstenite::client(ws_url.as_str(), stream).expect("DevTools handshake");
+        let mut tools = DevTools {
+            child,
+            socket,
+            session: String::new(),
+            next_id: 0,
+            _profile: profile,
+        };
+        let targets = tools.call("Target.getTargets", serde_json::json!({}));
+        let page = targets["targetInfos"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["type"] == "page"))
+            .and_then(|t| t["targetId"].as_str())
+            .expect("Chromium has a page")
+            .to_string();
+        let attached = tools.call(
+            "Target.attachToTarget",
+            serde_json::json!({ "targetId": page, "flatten": true }),
+        );
+        tools.session = attached["sessionId"]
+            .as_str()
+            .expect("a session")
+            .to_string();
+        tools
+    }
+
+    /// Sends a DevTools command (to the page once attached) and returns its result.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = serde_json::json!({ "id": id, "method": method, "params": params });
+        if !self.session.is_empty() {
+            msg["sessionId"] = serde_json::Value::String(self.session.clone());
+        }
+        self.socket
+            .send(tungstenite::Message::text(msg.to_string()))
+            .expect("send to DevTools");
+        loop {
+            let frame = self.socket.read().expect("read from DevTools");
+            let Ok(text) = frame.to_text() else { continue };
+            let Ok(reply) = serde_json::from_str::<serde_json::Value>(text) else {
+                continue;
+            };
+            if reply["id"] == id {
+                if let Some(error) = reply.get("error") {
+                    panic!("DevTools {method} failed: {error}");
+                }
+                return reply["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates `expression` in the page (awaiting a promise): its value, or what it threw.
+    fn try_eval(&mut self, expression: &str) -> Result<serde_json::Value, String> {
+        let result = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({ "expression": expression, "awaitPromise": true, "returnByValue": true }),
+        );
+        match result.get("exceptionDetails") {
+            Some(e) => Err(e.to_string()),
+            None => Ok(result["result"]["value"].clone()),
+        }
+    }
+
+    /// Evaluates `expression` in the page (awaiting a promise) and returns its value; panics
+    /// when it throws.
+    pub fn eval(&mut self, expression: &str) -> serde_json::Value {
+        self.try_eval(expression)
+            .unwrap_or_else(|e| panic!("{expression} threw: {e}"))
+    }
+
+    /// Evaluates `expression` until it is true (throwing counts as not yet, as while the page
+    /// loads), for up to `limit`.
+    pub fn wait_for(&mut self, expression: &str, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let last = self.try_eval(expression);
+            if last == Ok(serde_json::Value::Bool(true)) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page never made `{expression}` true (last: {last:?})"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for DevTools {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -21,7 +21,7 @@ mod server;
 mod support;
 mod topology;
 
-pub use browser::{chromium, dump_dom, screenshot, screenshots_dir};
+pub use browser::{chromium, dump_dom, screenshot, screenshots_dir, DevTools};
 pub use consumer::{
     append_to_ledger, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
     LeaderTick, LedgerLine, Role, PROC_ROOM,

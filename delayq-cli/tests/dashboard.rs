@@ -1,0 +1,267 @@
+//! `delayq dashboard` as an operator uses it: its JSON API through a real HTTP client, its page
+//! in headless Chromium (a screenshot to `target/screenshots/dashboard.png`; `docs/dashboard.png`
+//! is a copy of one, looked at before it was committed), and its Replay button pressed in the
+//! browser, which moves a dead letter back.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use delayq_dev::{producer, screenshot, screenshots_dir, wait_until, DevTools, RedisServer};
+use delayq_runtime::{delay_listener, RoomConfig, Runtime, SendOptions, WaitingRoom};
+use serde_json::{json, Value};
+
+#[delay_listener(topic = "dash.payments", max_attempts = 1)]
+async fn charge(msg: Value) -> Result<(), String> {
+    if msg["card"] == "declined" {
+        return Err("card declined".into());
+    }
+    Ok(())
+}
+
+/// A running `delayq dashboard`; killed by its pid when dropped.
+struct Dashboard {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dashboard(url: &str, extra: &[&str]) -> Dashboard {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis-url", url, "dashboard", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("DELAYQ_NAMESPACE")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start delayq dashboard");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "dashboard on http://127.0.0.1:PORT/ (namespace delayq, read-only)"
+    let base = line
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    Dashboard { child, base }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+fn get_json(agent: &ureq::Agent, url: &str) -> (u16, Value) {
+    let mut r = agent.get(url).call().unwrap();
+    (r.status().as_u16(), r.body_mut().read_json().unwrap())
+}
+
+fn post(agent: &ureq::Agent, url: &str, confirm: bool) -> (u16, Value) {
+    let mut req = agent.post(url);
+    if confirm {
+        req = req.header("X-Delayq-Confirm", "yes");
+    }
+    let mut r = req.send_empty().unwrap();
+    (r.status().as_u16(), r.body_mut().read_json().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let runtime = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["dash.payments"])
+        .spawn()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let card = if i % 5 == 0 { "declined" } else { "ok" };
+        let options = SendOptions::new().id(format!("pay-{i}"));
+        p.send_with("dash.payments", &json!({"i": i, "card": card}), options)
+            .await
+            .unwrap();
+    }
+    for i in 0..7 {
+        p.send(
+            "dash.reminders",
+            &json!({"user": i}),
+            Duration::from_secs(3_600),
+        )
+        .await
+        .unwrap();
+    }
+    wait_until(Duration::from_secs(20), "4 dead, 16 handled", || {
+        dead_count(&server) == 4
+    })
+    .await;
+    runtime.shutdown().await.unwrap();
+    p.publish("dash.events", &json!({"kind": "signup"}))
+        .await
+        .unwrap();
+    let room = WaitingRoom::new(&p, "dash.sale", RoomConfig::fixed(1, 1_000)).unwrap();
+    for _ in 0..3 {
+        room.enter().await.unwrap();
+    }
+
+    let board = dashboard(&server.url(), &["--allow-writes"]);
+    let agent = agent();
+
+    // The API: live counts per topic, streams and rooms.
+    let (code, o) = get_json(&agent, &format!("{}/api/overview", board.base));
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(o["writes"], true);
+    let topic = |name: &str| {
+        o["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topic"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {o}"))
+            .clone()
+    };
+    let pay = topic("dash.payments");
+    assert_eq!(
+        (pay["delayed"].as_u64(), pay["dead"].as_u64()),
+        (Some(0), Some(4)),
+        "{pay}"
+    );
+    assert_eq!(pay["last_minute"]["ok"], 16, "{pay}");
+    assert_eq!(pay["last_minute"]["dead"], 4, "{pay}");
+    assert_eq!(topic("dash.reminders")["delayed"], 7);
+    assert_eq!(o["streams"][0]["stream"], "dash.events");
+    assert_eq!(o["streams"][0]["length"], 1);
+    assert_eq!(
+        o["rooms"],
+        json!([{"room": "dash.sale", "waiting": 3, "active": 0}])
+    );
+    let (code, dead) = get_json(
+        &agent,
+        &format!("{}/api/topics/dash.payments/dead", board.base),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(dead.as_array().unwrap().len(), 4);
+    let page = agent
+        .get(&board.base)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(page.contains("<title>delayq dashboard</title>"));
+
+    // Writes: refused without the confirmation header, and on a read-only dashboard.
+    let replay_url = format!("{}/api/topics/dash.payments/dead/pay-0/replay", board.base);
+    let (code, body) = post(&agent, &replay_url, false);
+    assert_eq!(code, 400, "{body}");
+    let read_only = dashboard(&server.url(), &[]);
+    let (code, body) = post(
+        &agent,
+        &format!(
+            "{}/api/topics/dash.payments/dead/pay-0/replay",
+            read_only.base
+        ),
+        true,
+    );
+    assert_eq!(code, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("--allow-writes"));
+    let (code, _) = post(
+        &agent,
+        &format!("{}/api/topics/dash.payments/dead/nope/replay", board.base),
+        true,
+    );
+    assert_eq!(code, 404);
+    assert_eq!(
+        p.counts("dash.payments").await.unwrap().dead,
+        4,
+        "nothing moved yet"
+    );
+
+    // The page in a browser: the counts, and the dead letters with their buttons.
+    let shot = screenshots_dir().join("dashboard.png");
+    let profile = tempfile::tempdir().unwrap();
+    screenshot(profile.path(), &board.base, &shot, (1200, 900), 3000);
+    assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
+    // The same page, driven over DevTools: what it shows once its first refresh is in.
+    let mut browser = DevTools::open(&board.base, (1200, 900));
+    browser.wait_for(
+        "document.getElementById('status').textContent.startsWith('updated')",
+        Duration::from_secs(10),
+    );
+    let text = browser.eval("document.body.innerText");
+    let text = text.as_str().unwrap();
+    for shown in [
+        "dash.payments",
+        "dash.reminders",
+        "dash.events",
+        "dash.sale",
+        "card declined",
+        "writes allowed",
+    ] {
+        assert!(
+            text.contains(shown),
+            "the page does not show {shown:?}:\n{text}"
+        );
+    }
+    let payments_row = browser.eval(
+        "[...document.querySelectorAll('#topics tr')] \
+           .find(tr => tr.firstChild.textContent === 'dash.payments') \
+           .innerText.split('\\t')",
+    );
+    // Topic, delayed, in flight, dead, next due, handled, retried, died / min, rate.
+    assert_eq!(payments_row[0], "dash.payments");
+    assert_eq!(
+        (payments_row[1].as_str(), payments_row[3].as_str()),
+        (Some("0"), Some("4")),
+        "{payments_row}"
+    );
+    assert_eq!(
+        (payments_row[5].as_str(), payments_row[7].as_str()),
+        (Some("16"), Some("4")),
+        "{payments_row}"
+    );
+
+    // Press Replay on pay-5 in the browser (confirm() answered yes): it is due again.
+    browser.wait_for(
+        "[...document.querySelectorAll('#dead td')].some(td => td.textContent === 'pay-5')",
+        Duration::from_secs(10),
+    );
+    let clicked = browser.eval(
+        "window.confirm = () => true; \
+         const pay5 = [...document.querySelectorAll('#dead tr')] \
+           .find(tr => tr.firstChild.textContent === 'pay-5'); \
+         [...pay5.querySelectorAll('button')].find(b => b.textContent === 'Replay').click(); true",
+    );
+    assert_eq!(clicked, true);
+    wait_until(Duration::from_secs(10), "pay-5 replayed", || {
+        dead_count(&server) == 3
+    })
+    .await;
+    let id = delayq_runtime::MessageId::new("pay-5").unwrap();
+    assert!(p.dead_letter("dash.payments", &id).await.unwrap().is_none());
+    assert_eq!(p.peek("dash.payments", 0..10).await.unwrap()[0].id, id);
+    // The page shows the new count on its next refresh.
+    browser.wait_for(
+        "[...document.querySelectorAll('#topics td')].some(td => td.textContent === '3')",
+        Duration::from_secs(10),
+    );
+}
+
+/// Dead letters of dash.payments, read directly from Redis.
+fn dead_count(server: &RedisServer) -> u64 {
+    redis::cmd("ZCARD")
+        .arg("delayq:{dash.payments}:dead")
+        .query(&mut server.connection())
+        .unwrap()
+}
