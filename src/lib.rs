@@ -32,7 +32,7 @@ pub use examples::redis_for_examples;
 pub use info::parse_command_calls;
 pub use payload::{payload, Payload};
 pub use proxy::BlackholeProxy;
-pub use server::{Persistence, RedisServer, RedisServerBuilder, TlsFiles};
+pub use server::{free_port, Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
     drained, envelope, init_tracing, keys, pending_entries, producer, runtime, score, sleep_ms,
     state, stream_dead_letters, stream_runtime, wait_until, Seen,
