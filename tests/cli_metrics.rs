@@ -21,7 +21,7 @@ static RUNS_FAILED: AtomicU64 = AtomicU64::new(0);
 )]
 async fn flaky(msg: Message<u64>) -> Result<(), String> {
     let i = *msg.payload();
-    if i % 50 == 0 || (i % 10 == 0 && msg.attempt() == 1) {
+    if i.is_multiple_of(50) || (i.is_multiple_of(10) && msg.attempt() == 1) {
         RUNS_FAILED.fetch_add(1, Ordering::SeqCst);
         return Err(format!("run {} of {i} failed", msg.attempt()));
     }
@@ -41,7 +41,7 @@ static STREAM_FAILED: AtomicU64 = AtomicU64::new(0);
     backoff = "fixed(10ms)"
 )]
 async fn events(i: u64) -> Result<(), String> {
-    if i % 100 == 0 {
+    if i.is_multiple_of(100) {
         STREAM_FAILED.fetch_add(1, Ordering::SeqCst);
         return Err(format!("entry {i} failed"));
     }

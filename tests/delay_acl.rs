@@ -10,8 +10,8 @@ use delayq_runtime::{delay_listener, Error, Producer, Runtime};
 /// The ACL rule documented in README.md, for a user named `app` with password `app-secret`.
 const ACL_RULE: &str = "on >app-secret resetkeys ~delayq:* resetchannels &delayq:* -@all \
     +evalsha +eval +script|load +time +zrange +zrangebyscore +zremrangebyrank +zcard +zadd \
-    +zrem +zscore +zmscore +zcount +hget +hmget +hset +hdel +hexists +incrby +publish +subscribe \
-    +type +ping";
+    +zrem +zscore +zmscore +zcount +hget +hmget +hset +hdel +hexists +hincrby +hkeys +incrby +sadd \
+    +publish +subscribe +type +ping";
 
 static ACL_SEEN: Seen<u32> = Seen::new();
 

@@ -33,7 +33,8 @@ impl Producer {
             return Ok(());
         }
         let (key, member) = (&entry.0, &entry.1);
-        self.conn
+        let added = self
+            .conn
             .run(|mut c| async move {
                 redis::cmd("SADD")
                     .arg(key)
@@ -41,7 +42,18 @@ impl Producer {
                     .query_async::<i64>(&mut c)
                     .await
             })
-            .await?;
+            .await;
+        match added {
+            Ok(_) => {}
+            // An ACL without SADD: the work goes on, only `delayq topics` will not list it.
+            Err(e) if e.code() == Some("NOPERM") => tracing::warn!(
+                key = %key,
+                name = %member,
+                error = %e,
+                "cannot add to the registry the delayq CLI and dashboard read (grant +sadd); they will not list it"
+            ),
+            Err(e) => return Err(e.into()),
+        }
         self.registered.insert(entry);
         Ok(())
     }

@@ -21,6 +21,8 @@ pub struct Envelope {
     pub last_error: String,
     /// Why it was dead-lettered, or empty.
     pub dead_reason: String,
+    /// The sender's W3C `traceparent`, or empty (see `trace.rs`).
+    pub trace: String,
     /// The payload bytes (JSON as sent).
     pub payload: Vec<u8>,
 }
@@ -34,7 +36,7 @@ impl Envelope {
             .ok_or("no header line")?;
         let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
         let fields: Vec<&str> = header.split(' ').collect();
-        if fields.len() != 8 || fields[0] != "1" {
+        if !(8..=9).contains(&fields.len()) || fields[0] != "1" {
             return Err(format!("unknown header {header:?}"));
         }
         let num = |i: usize| -> Result<u64, String> {
@@ -43,10 +45,16 @@ impl Envelope {
                 .map_err(|_| format!("header field {i} is not a number in {header:?}"))
         };
         let (err_len, reason_len) = (num(6)? as usize, num(7)? as usize);
+        let trace_len = if fields.len() == 9 {
+            num(8)? as usize
+        } else {
+            0
+        };
         let body = &raw[nl + 1..];
-        if err_len + reason_len > body.len() {
+        if err_len + reason_len + trace_len > body.len() {
             return Err("lengths in the header exceed the envelope".to_string());
         }
+        let (texts, payload) = body.split_at(err_len + reason_len + trace_len);
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         Ok(Envelope {
             attempt: num(1)? as u32,
@@ -54,9 +62,10 @@ impl Envelope {
             max_attempts: num(3)? as u32,
             enqueued_ms: num(4)?,
             due_ms: num(5)?,
-            last_error: text(&body[..err_len]),
-            dead_reason: text(&body[err_len..err_len + reason_len]),
-            payload: body[err_len + reason_len..].to_vec(),
+            last_error: text(&texts[..err_len]),
+            dead_reason: text(&texts[err_len..err_len + reason_len]),
+            trace: text(&texts[err_len + reason_len..]),
+            payload: payload.to_vec(),
         })
     }
 }
@@ -93,6 +102,12 @@ mod tests {
         assert_eq!(e.last_error, "boom");
         assert_eq!(e.dead_reason, "RM");
         assert_eq!(e.payload, b"{\"a\":1}");
+        assert_eq!(e.trace, "");
+        let e = Envelope::parse(b"1 1 2 0 100 200 0 0 5\n00-ab{}").unwrap();
+        assert_eq!(
+            (e.trace.as_str(), e.payload.as_slice()),
+            ("00-ab", &b"{}"[..])
+        );
     }
 
     #[test]

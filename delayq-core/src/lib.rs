@@ -29,6 +29,7 @@ mod room;
 mod scripts;
 mod send_options;
 mod stream;
+mod trace;
 
 pub use connect::{UrlOrigin, DEFAULT_REDIS_URL, MIN_REDIS_VERSION};
 pub use dead::DeadLetter;
@@ -61,6 +62,8 @@ pub mod protocol {
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,
         REPLAY_FOR_FIELD,
     };
+    #[cfg(feature = "otel")]
+    pub use crate::trace::parent_context;
 
     use crate::{Producer, Result};
 

@@ -15,6 +15,7 @@ use crate::keys::{validate_namespace, Registered, TopicKeys};
 use crate::queue::TopicQueue;
 use crate::scripts::{self, Outgoing, SCRIPTS};
 use crate::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
+use crate::trace::current_traceparent;
 
 /// The default payload limit: 1 MiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
@@ -162,6 +163,7 @@ impl Producer {
         let due = options.when.due()?;
         let payload = self.encode(payload)?;
         self.register(Registered::Topic, topic).await?;
+        let trace = current_traceparent();
         let inv = scripts::send(
             &keys,
             [Outgoing {
@@ -169,6 +171,7 @@ impl Producer {
                 replace: options.replace,
                 due,
                 max_attempts,
+                trace: &trace,
                 payload: &payload,
             }],
         );
@@ -211,6 +214,7 @@ impl Producer {
             return Ok(Vec::new());
         }
         self.register(Registered::Topic, topic).await?;
+        let trace = current_traceparent();
         let mut pipe = redis::pipe();
         for chunk in encoded.chunks(BATCH_CHUNK) {
             let messages = chunk.iter().map(|(id, payload, due)| Outgoing {
@@ -218,6 +222,7 @@ impl Producer {
                 replace: false,
                 due: *due,
                 max_attempts: 0,
+                trace: &trace,
                 payload,
             });
             pipe.invoke_script(&scripts::send(&keys, messages));

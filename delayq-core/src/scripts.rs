@@ -101,6 +101,8 @@ pub(crate) struct Outgoing<'a> {
     pub due: Due,
     /// 0 for the listener's default.
     pub max_attempts: u32,
+    /// The sender's W3C traceparent, or empty.
+    pub trace: &'a str,
     pub payload: &'a [u8],
 }
 
@@ -116,6 +118,7 @@ pub(crate) fn send<'a>(
             .arg(kind)
             .arg(when)
             .arg(m.max_attempts)
+            .arg(m.trace)
             .arg(m.payload);
     }
     inv

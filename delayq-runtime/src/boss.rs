@@ -68,6 +68,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 id = %delivery.id,
                 attempt = delivery.envelope.attempt
             );
+            worker::follow_sender(&span, &delivery.envelope.trace);
             tokio::spawn(worker::run(topic.clone(), delivery, permit).instrument(span));
         }
         drop(permits);

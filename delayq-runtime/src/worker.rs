@@ -59,6 +59,22 @@ impl Drop for Running<'_> {
     }
 }
 
+/// With trace propagation on (feature `otel`), the `delayq.handle` span of a message sent from
+/// a traced span follows from the sender's span; a missing or malformed traceparent leaves it
+/// a root.
+#[cfg(feature = "otel")]
+pub(crate) fn follow_sender(span: &tracing::Span, traceparent: &str) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if let Some(parent) = delayq_core::protocol::parent_context(traceparent) {
+        if let Err(error) = span.set_parent(parent) {
+            tracing::debug!(%error, "the handler's span could not follow the sender's");
+        }
+    }
+}
+
+#[cfg(not(feature = "otel"))]
+pub(crate) fn follow_sender(_span: &tracing::Span, _traceparent: &str) {}
+
 /// When a stream entry was added: the milliseconds of its id (`<ms>-<seq>`).
 fn entry_time(id: &str) -> SystemTime {
     let ms = id.split('-').next().and_then(|ms| ms.parse().ok());

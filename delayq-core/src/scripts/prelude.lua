@@ -11,6 +11,9 @@
 -- fields have the names of `Envelope`'s in envelope.rs):
 --   "1 <attempt> <token> <max_attempts> <enqueued_ms> <due_ms> <error_len> <reason_len>\n"
 --   .. last_error .. dead_reason .. payload
+-- or, for a message sent from inside a traced span, with a ninth header field and the
+-- sender's W3C `traceparent` between the reason and the payload:
+--   "1 ... <reason_len> <trace_len>\n" .. last_error .. dead_reason .. trace .. payload
 -- attempt:  handler runs that counted (a clean shutdown hands one back)
 -- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
 --           so it is unique in the topic for all time, even when an id is sent again after an
@@ -34,25 +37,28 @@ local function decode(raw)
   if type(raw) ~= 'string' then return nil end
   local nl = string.find(raw, '\n', 1, true)
   if not nl then return nil end
-  local v, a, d, m, e, due, el, rl = string.match(string.sub(raw, 1, nl - 1),
-    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  local v, a, d, m, e, due, el, rl, tl = string.match(string.sub(raw, 1, nl - 1),
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
   if v ~= '1' then return nil end
   el = tonumber(el)
   rl = tonumber(rl)
-  if nl + el + rl > #raw then return nil end
+  tl = tonumber(tl) or 0
+  if nl + el + rl + tl > #raw then return nil end
   return {
     attempt = tonumber(a), token = tonumber(d), max_attempts = tonumber(m),
     enqueued_ms = tonumber(e), due_ms = tonumber(due),
     last_error = string.sub(raw, nl + 1, nl + el),
     dead_reason = string.sub(raw, nl + el + 1, nl + el + rl),
-    payload = string.sub(raw, nl + el + rl + 1),
+    trace = string.sub(raw, nl + el + rl + 1, nl + el + rl + tl),
+    payload = string.sub(raw, nl + el + rl + tl + 1),
   }
 end
 
 local function encode(m)
-  return string.format('1 %d %d %d %d %d %d %d\n', m.attempt, m.token, m.max_attempts,
+  local header = string.format('1 %d %d %d %d %d %d %d', m.attempt, m.token, m.max_attempts,
     m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
-    .. m.last_error .. m.dead_reason .. m.payload
+  if #m.trace > 0 then header = header .. ' ' .. #m.trace end
+  return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. m.payload
 end
 
 -- The score of the earliest member of a sorted set, or -1 when it is empty.
@@ -73,7 +79,7 @@ end
 -- header; nil when the header does not parse.
 local function bump(raw, token)
   if type(raw) ~= 'string' then return nil end
-  local a, rest, body = string.match(raw, '^1 (%d+) %d+ (%d+ %d+ %d+ %d+ %d+\n)()')
+  local a, rest, body = string.match(raw, '^1 (%d+) %d+ ([%d ]+\n)()')
   if not a then return nil end
   return string.format('1 %d %d ', a + 1, token) .. rest .. string.sub(raw, body)
 end

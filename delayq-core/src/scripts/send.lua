@@ -1,15 +1,16 @@
 -- send.lua: new messages enter `delayed` (one call for one message or a whole batch).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
--- then 6 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, payload
+-- then 7 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, trace, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
+--   trace: the sender's W3C traceparent, or '' 
 -- Returns one code per message: 'created', 'duplicate' or 'replaced'.
 local now = now_ms()
 local old_head = head_score(KEYS[1])
 local earliest = -1
 local out = {}
-for i = 3, #ARGV, 6 do
+for i = 3, #ARGV, 7 do
   local id, mode, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local due = tonumber(ARGV[i + 3])
   if kind == 'delay' then due = now + due end
@@ -28,7 +29,7 @@ for i = 3, #ARGV, 6 do
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
-      due_ms = due, last_error = '', dead_reason = '', payload = ARGV[i + 5] }
+      due_ms = due, last_error = '', dead_reason = '', trace = ARGV[i + 5], payload = ARGV[i + 6] }
     redis.call('HSET', KEYS[3], id, encode(m))
     redis.call('ZADD', KEYS[1], due, id)
     if earliest == -1 or due < earliest then earliest = due end
