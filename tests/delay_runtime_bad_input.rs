@@ -135,7 +135,15 @@ async fn ten_thousand_distinct_topics() {
         .query(&mut server.connection())
         .unwrap();
     println!("10,000 topics: sent in {took:?}, {keys} keys in Redis");
-    assert_eq!(keys, 20_000, "two keys (delayed, msg) per topic");
+    assert_eq!(
+        keys, 20_001,
+        "two keys (delayed, msg) per topic, and the one registry set of topic names"
+    );
+    let registered: u64 = redis::cmd("SCARD")
+        .arg("delayq:registry:topics")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(registered, 10_001, "the 10,000 and the runtime's own");
     assert_eq!(p.counts("many.9999").await.unwrap().delayed, 1);
     // The runtime is unaffected.
     p.send("beside.many", &7u32, Duration::ZERO).await.unwrap();

@@ -265,3 +265,31 @@ fn dead_count(server: &RedisServer) -> u64 {
         .query(&mut server.connection())
         .unwrap()
 }
+
+#[test]
+fn dashboard_warns_when_bound_beyond_loopback() {
+    let server = RedisServer::start();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis-url",
+            &server.url(),
+            "dashboard",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .env_remove("DELAYQ_NAMESPACE")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start delayq dashboard");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.contains("warning") && line.contains("not loopback"),
+        "{line:?}"
+    );
+}
