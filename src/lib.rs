@@ -20,6 +20,7 @@ mod proxy;
 mod server;
 mod support;
 mod topology;
+mod web;
 
 pub use browser::{chromium, dump_dom, screenshot, screenshots_dir, DevTools};
 pub use consumer::{
@@ -38,6 +39,7 @@ pub use support::{
     state, stream_dead_letters, stream_runtime, wait_until, Seen,
 };
 pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
+pub use web::{get_json, http_agent, post_json, Service};
 
 /// Sends `sig` to process `pid`: the one place the test kit calls kill(2).
 pub fn signal_pid(pid: u32, sig: libc::c_int) {

@@ -45,7 +45,11 @@ async fn a_batch_of_10000_is_one_script_call() {
         10_000,
         "one envelope written per message, inside the script"
     );
-    assert_eq!(p.counts("t").await.unwrap().delayed, 10_001, "the batch and the first one");
+    assert_eq!(
+        p.counts("t").await.unwrap().delayed,
+        10_001,
+        "the batch and the first one"
+    );
     let mut unique = ids.clone();
     unique.sort();
     unique.dedup();

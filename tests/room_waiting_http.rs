@@ -3,34 +3,13 @@
 //! missing). The screenshot goes to `target/screenshots/waiting-room.png`;
 //! `docs/waiting-room.png` is a copy of one, looked at before it was committed.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use delayq_dev::{dump_dom, screenshot, screenshots_dir, signal_pid, RedisServer};
-
-/// The example, running; killed (SIGINT, then SIGKILL) when dropped.
-struct Example {
-    child: Child,
-    /// `http://127.0.0.1:PORT`
-    base: String,
-}
-
-impl Drop for Example {
-    fn drop(&mut self) {
-        signal_pid(self.child.id(), libc::SIGINT);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use delayq_dev::{
+    dump_dom, get_json, http_agent, screenshot, screenshots_dir, RedisServer, Service,
+};
 
 fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -48,48 +27,23 @@ fn example_binary(name: &str) -> PathBuf {
     path
 }
 
-fn start(server: &RedisServer, tick_ms: u64) -> Example {
-    let mut child = Command::new(example_binary("waiting_room"))
-        .env("DELAYQ_REDIS_URL", server.url())
+/// The example, running; `url()` is `http://127.0.0.1:PORT/rooms/concert-42/wait`.
+fn start(server: &RedisServer, tick_ms: u64) -> Service {
+    let mut cmd = Command::new(example_binary("waiting_room"));
+    cmd.env("DELAYQ_REDIS_URL", server.url())
         .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
         .env("DELAYQ_EXAMPLE_TICK_MS", tick_ms.to_string())
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the waiting_room example");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "listening on http://127.0.0.1:PORT/rooms/concert-42/wait"
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{line:?}"));
-    let base = url.split("/rooms").next().unwrap().to_string();
-    Example { child, base }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
-}
-
-fn get_json(agent: &ureq::Agent, url: &str) -> (u16, serde_json::Value) {
-    let mut r = agent.get(url).call().unwrap();
-    let status = r.status().as_u16();
-    (status, r.body_mut().read_json().unwrap())
+        .env("RUST_LOG", "error");
+    Service::start(cmd)
 }
 
 #[test]
 fn waiting_room_example_over_http_and_in_a_browser() {
     let server = RedisServer::start();
     let app = start(&server, 250);
-    let agent = agent();
-    let room = format!("{}/rooms/concert-42", app.base);
+    let base = app.url().split("/rooms").next().unwrap().to_string();
+    let agent = http_agent();
+    let room = format!("{}/rooms/concert-42", base);
 
     // POST a token: 201 with JSON.
     let mut r = agent.post(&format!("{room}/tokens")).send_empty().unwrap();
@@ -112,7 +66,7 @@ fn waiting_room_example_over_http_and_in_a_browser() {
         assert_eq!(code, 404, "{bad}: {body}");
         assert!(body["error"].is_string(), "{body}");
     }
-    let (code, _) = get_json(&agent, &format!("{}/rooms/other/tokens/{token}", app.base));
+    let (code, _) = get_json(&agent, &format!("{}/rooms/other/tokens/{token}", base));
     assert_eq!(code, 404, "an unknown room");
     let mut page = agent
         .get(&format!(

@@ -267,40 +267,63 @@ async fn dead_command(p: &Producer, json: bool, command: DeadCommand) -> Outcome
                 report::dead_detail(&letter, now).to_string()
             });
         }
-        DeadCommand::Replay(DeadTarget { topic, id, all }) => {
-            known_topic(p, &topic).await?;
-            let n = match (id, all) {
-                (_, true) => p.replay_all_dead(&topic).await?,
-                (Some(id), false) => {
-                    let id = message_id(&id)?;
-                    if !p.replay_dead(&topic, &id).await? {
-                        return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
-                    }
-                    1
-                }
-                (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
-            };
-            emit(json, json!({"topic": topic, "replayed": n}), || {
-                format!("replayed {n} on {topic}")
-            });
-        }
-        DeadCommand::Purge(DeadTarget { topic, id, all }) => {
-            known_topic(p, &topic).await?;
-            let n = match (id, all) {
-                (_, true) => p.purge_dead(&topic).await?,
-                (Some(id), false) => {
-                    let id = message_id(&id)?;
-                    if !p.purge_dead_letter(&topic, &id).await? {
-                        return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
-                    }
-                    1
-                }
-                (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
-            };
-            emit(json, json!({"topic": topic, "purged": n}), || {
-                format!("purged {n} on {topic}")
-            });
+        DeadCommand::Replay(target) => dead_change(p, json, DeadAction::Replay, target).await?,
+        DeadCommand::Purge(target) => dead_change(p, json, DeadAction::Purge, target).await?,
+    }
+    Ok(())
+}
+
+/// What `dead replay` and `dead purge` (and the dashboard's buttons) do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeadAction {
+    /// Back to due-now with fresh attempts.
+    Replay,
+    /// Deleted for good.
+    Purge,
+}
+
+impl DeadAction {
+    /// The word for it in output: `replayed`, `purged`.
+    pub(crate) fn done(self) -> &'static str {
+        match self {
+            DeadAction::Replay => "replayed",
+            DeadAction::Purge => "purged",
         }
     }
+}
+
+/// Replays or purges one dead letter (`Some(id)`: fails when it is not dead) or all of a
+/// topic's; how many.
+pub(crate) async fn change_dead(
+    p: &Producer,
+    topic: &str,
+    id: Option<&MessageId>,
+    action: DeadAction,
+) -> Result<usize, Failure> {
+    let changed = match (action, id) {
+        (DeadAction::Replay, Some(id)) => usize::from(p.replay_dead(topic, id).await?),
+        (DeadAction::Purge, Some(id)) => usize::from(p.purge_dead_letter(topic, id).await?),
+        (DeadAction::Replay, None) => p.replay_all_dead(topic).await?,
+        (DeadAction::Purge, None) => p.purge_dead(topic).await?,
+    };
+    match id {
+        Some(id) if changed == 0 => Err(Failure::NotFound(format!("{id} is not dead on {topic}"))),
+        _ => Ok(changed),
+    }
+}
+
+async fn dead_change(p: &Producer, json: bool, action: DeadAction, target: DeadTarget) -> Outcome {
+    let DeadTarget { topic, id, all } = target;
+    known_topic(p, &topic).await?;
+    let id = match (id, all) {
+        (_, true) => None,
+        (Some(id), false) => Some(message_id(&id)?),
+        (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
+    };
+    let n = change_dead(p, &topic, id.as_ref(), action).await?;
+    let done = action.done();
+    emit(json, json!({"topic": topic, done: n}), || {
+        format!("{done} {n} on {topic}")
+    });
     Ok(())
 }

@@ -14,7 +14,7 @@ use delayq_core::{MessageId, Producer};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::commands::{all_rooms, all_stats, all_streams};
+use crate::commands::{all_rooms, all_stats, all_streams, change_dead, DeadAction};
 use crate::report;
 use crate::Failure;
 
@@ -38,6 +38,7 @@ impl IntoResponse for Failure {
         match self {
             Failure::Usage(text) => error(StatusCode::BAD_REQUEST, text),
             Failure::Failed(text) => error(StatusCode::SERVICE_UNAVAILABLE, text),
+            Failure::NotFound(text) => error(StatusCode::NOT_FOUND, text),
         }
     }
 }
@@ -134,7 +135,7 @@ fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'st
     Ok(())
 }
 
-/// A write on dead letters: what, and on which.
+/// A write on dead letters: `action` on one (`id`) or all of `topic`'s.
 async fn write(
     board: &Board,
     headers: &HeaderMap,
@@ -145,16 +146,9 @@ async fn write(
     if let Err((status, why)) = may_write(board, headers) {
         return error(status, why);
     }
-    let p = &board.producer;
-    let id = match id.map(MessageId::new).transpose() {
-        Ok(id) => id,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
-    };
-    let done = match (action, &id) {
-        ("replay", Some(id)) => p.replay_dead(topic, id).await.map(usize::from),
-        ("purge", Some(id)) => p.purge_dead_letter(topic, id).await.map(usize::from),
-        ("replay", None) => p.replay_all_dead(topic).await,
-        ("purge", None) => p.purge_dead(topic).await,
+    let action = match action {
+        "replay" => DeadAction::Replay,
+        "purge" => DeadAction::Purge,
         _ => {
             return error(
                 StatusCode::NOT_FOUND,
@@ -162,13 +156,13 @@ async fn write(
             )
         }
     };
-    match (done, id) {
-        (Ok(0), Some(id)) => error(
-            StatusCode::NOT_FOUND,
-            format!("{id} is not dead on {topic}"),
-        ),
-        (Ok(n), _) => Json(json!({ "action": action, "count": n })).into_response(),
-        (Err(e), _) => Failure::from(e).into_response(),
+    let id = match id.map(MessageId::new).transpose() {
+        Ok(id) => id,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    match change_dead(&board.producer, topic, id.as_ref(), action).await {
+        Ok(n) => Json(json!({ action.done(): n })).into_response(),
+        Err(failure) => failure.into_response(),
     }
 }
 

@@ -137,6 +137,8 @@ pub(crate) enum Failure {
     Usage(String),
     /// It did not work (exit 1).
     Failed(String),
+    /// What it names is not there (exit 1; 404 on the dashboard).
+    NotFound(String),
 }
 
 impl From<delayq_core::Error> for Failure {
@@ -171,7 +173,7 @@ fn main() -> ExitCode {
         Err(failure) => {
             let (code, text) = match failure {
                 Failure::Usage(text) => (2, text),
-                Failure::Failed(text) => (1, text),
+                Failure::Failed(text) | Failure::NotFound(text) => (1, text),
             };
             if json {
                 println!("{}", serde_json::json!({ "error": text }));

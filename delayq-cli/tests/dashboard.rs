@@ -4,10 +4,13 @@
 //! browser, which moves a dead letter back.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use delayq_dev::{producer, screenshot, screenshots_dir, wait_until, DevTools, RedisServer};
+use delayq_dev::{
+    get_json, http_agent, post_json, producer, screenshot, screenshots_dir, wait_until, DevTools,
+    RedisServer, Service,
+};
 use delayq_runtime::{delay_listener, RoomConfig, Runtime, SendOptions, WaitingRoom};
 use serde_json::{json, Value};
 
@@ -19,61 +22,23 @@ async fn charge(msg: Value) -> Result<(), String> {
     Ok(())
 }
 
-/// A running `delayq dashboard`; killed by its pid when dropped.
-struct Dashboard {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn dashboard(url: &str, extra: &[&str]) -> Dashboard {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis-url", url, "dashboard", "--listen", "127.0.0.1:0"])
+/// `delayq dashboard` on a free loopback port; its URL is on its first line.
+fn dashboard(url: &str, extra: &[&str]) -> Service {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(["--redis-url", url, "dashboard", "--listen", "127.0.0.1:0"])
         .args(extra)
-        .env_remove("DELAYQ_NAMESPACE")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start delayq dashboard");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "dashboard on http://127.0.0.1:PORT/ (namespace delayq, read-only)"
-    let base = line
-        .split_whitespace()
-        .nth(2)
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .trim_end_matches('/')
-        .to_string();
-    Dashboard { child, base }
+        .env_remove("DELAYQ_NAMESPACE");
+    Service::start(cmd)
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
-}
-
-fn get_json(agent: &ureq::Agent, url: &str) -> (u16, Value) {
-    let mut r = agent.get(url).call().unwrap();
-    (r.status().as_u16(), r.body_mut().read_json().unwrap())
-}
-
+/// POSTs a write, confirmed or not.
 fn post(agent: &ureq::Agent, url: &str, confirm: bool) -> (u16, Value) {
-    let mut req = agent.post(url);
-    if confirm {
-        req = req.header("X-Delayq-Confirm", "yes");
-    }
-    let mut r = req.send_empty().unwrap();
-    (r.status().as_u16(), r.body_mut().read_json().unwrap())
+    let headers: &[(&str, &str)] = if confirm {
+        &[("X-Delayq-Confirm", "yes")]
+    } else {
+        &[]
+    };
+    post_json(agent, url, headers)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,10 +81,10 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     }
 
     let board = dashboard(&server.url(), &["--allow-writes"]);
-    let agent = agent();
+    let agent = http_agent();
 
     // The API: live counts per topic, streams and rooms.
-    let (code, o) = get_json(&agent, &format!("{}/api/overview", board.base));
+    let (code, o) = get_json(&agent, &format!("{}/api/overview", board.url()));
     assert_eq!(code, 200, "{o}");
     assert_eq!(o["writes"], true);
     let topic = |name: &str| {
@@ -148,12 +113,12 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     );
     let (code, dead) = get_json(
         &agent,
-        &format!("{}/api/topics/dash.payments/dead", board.base),
+        &format!("{}/api/topics/dash.payments/dead", board.url()),
     );
     assert_eq!(code, 200);
     assert_eq!(dead.as_array().unwrap().len(), 4);
     let page = agent
-        .get(&board.base)
+        .get(&board.url())
         .call()
         .unwrap()
         .body_mut()
@@ -162,7 +127,7 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     assert!(page.contains("<title>delayq dashboard</title>"));
 
     // Writes: refused without the confirmation header, and on a read-only dashboard.
-    let replay_url = format!("{}/api/topics/dash.payments/dead/pay-0/replay", board.base);
+    let replay_url = format!("{}/api/topics/dash.payments/dead/pay-0/replay", board.url());
     let (code, body) = post(&agent, &replay_url, false);
     assert_eq!(code, 400, "{body}");
     let read_only = dashboard(&server.url(), &[]);
@@ -170,7 +135,7 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
         &agent,
         &format!(
             "{}/api/topics/dash.payments/dead/pay-0/replay",
-            read_only.base
+            read_only.url()
         ),
         true,
     );
@@ -178,7 +143,7 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     assert!(body["error"].as_str().unwrap().contains("--allow-writes"));
     let (code, _) = post(
         &agent,
-        &format!("{}/api/topics/dash.payments/dead/nope/replay", board.base),
+        &format!("{}/api/topics/dash.payments/dead/nope/replay", board.url()),
         true,
     );
     assert_eq!(code, 404);
@@ -191,10 +156,10 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     // The page in a browser: the counts, and the dead letters with their buttons.
     let shot = screenshots_dir().join("dashboard.png");
     let profile = tempfile::tempdir().unwrap();
-    screenshot(profile.path(), &board.base, &shot, (1200, 900), 3000);
+    screenshot(profile.path(), &board.url(), &shot, (1200, 900), 3000);
     assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
     // The same page, driven over DevTools: what it shows once its first refresh is in.
-    let mut browser = DevTools::open(&board.base, (1200, 900));
+    let mut browser = DevTools::open(&board.url(), (1200, 900));
     browser.wait_for(
         "document.getElementById('status').textContent.startsWith('updated')",
         Duration::from_secs(10),

@@ -207,21 +207,23 @@ impl Producer {
     pub async fn stream_stats(&self, stream: &str) -> Result<StreamStats> {
         validate_name("stream", stream)?;
         let dead_key = dead_stream(stream);
+        // XINFO fails on a missing key, and an empty stream may still have groups: whether
+        // it exists comes with the lengths.
         let mut pipe = redis::pipe();
-        pipe.cmd("XLEN").arg(stream).cmd("XLEN").arg(&dead_key);
+        pipe.cmd("XLEN")
+            .arg(stream)
+            .cmd("XLEN")
+            .arg(&dead_key)
+            .cmd("EXISTS")
+            .arg(stream);
         let pipe = &pipe;
-        let (length, dead): (u64, u64) = self
+        let (length, dead, exists): (u64, u64, bool) = self
             .conn
             .run(|mut c| async move { pipe.query_async(&mut c).await })
             .await?;
-        let groups: Value = if length == 0 {
-            // XINFO fails on a missing key; an empty stream may still have groups.
+        let groups: Value = if exists {
             self.conn
                 .run(|mut c| async move {
-                    let exists: bool = redis::cmd("EXISTS").arg(stream).query_async(&mut c).await?;
-                    if !exists {
-                        return Ok(Value::Array(Vec::new()));
-                    }
                     redis::cmd("XINFO")
                         .arg("GROUPS")
                         .arg(stream)
@@ -230,15 +232,7 @@ impl Producer {
                 })
                 .await?
         } else {
-            self.conn
-                .run(|mut c| async move {
-                    redis::cmd("XINFO")
-                        .arg("GROUPS")
-                        .arg(stream)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?
+            Value::Array(Vec::new())
         };
         Ok(StreamStats {
             stream: stream.to_string(),

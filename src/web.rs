@@ -1,0 +1,86 @@
+//! HTTP services under test (the waiting-room example, `delayq dashboard`): start one as a
+//! process that prints its URL on its first line, and talk to it with a real HTTP client.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::signal_pid;
+
+/// A service process, stopped (SIGINT, then SIGKILL after 5 s) when dropped.
+pub struct Service {
+    child: Child,
+    /// The first line it printed on stdout.
+    pub first_line: String,
+}
+
+impl Service {
+    /// Starts `cmd` with stdout piped and waits for its first line.
+    pub fn start(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+        let mut first_line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first_line)
+            .expect("read its first line");
+        Service { child, first_line }
+    }
+
+    /// The first `http://…` word of its first line, without a trailing slash.
+    pub fn url(&self) -> String {
+        self.first_line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {:?}", self.first_line))
+            .trim_end_matches('/')
+            .to_string()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        signal_pid(self.child.id(), libc::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP client that returns error statuses instead of failing on them, 10 s timeout.
+pub fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+/// GET `url`: the status and the JSON body.
+pub fn get_json(agent: &ureq::Agent, url: &str) -> (u16, serde_json::Value) {
+    let mut r = agent.get(url).call().expect("GET");
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_json().expect("a JSON body"))
+}
+
+/// POST `url` with no body and `headers`: the status and the JSON body.
+pub fn post_json(
+    agent: &ureq::Agent,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value) {
+    let mut req = agent.post(url);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let mut r = req.send_empty().expect("POST");
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_json().expect("a JSON body"))
+}
