@@ -25,9 +25,13 @@ async fn acl_jobs(n: u32) -> Result<(), String> {
 }
 
 fn create_user(server: &RedisServer) {
+    create_user_with(server, ACL_RULE);
+}
+
+fn create_user_with(server: &RedisServer, rule: &str) {
     let mut cmd = redis::cmd("ACL");
     cmd.arg("SETUSER").arg("app");
-    for part in ACL_RULE.split_whitespace() {
+    for part in rule.split_whitespace() {
         cmd.arg(part);
     }
     cmd.query::<()>(&mut server.connection())
@@ -124,4 +128,26 @@ async fn a_wrong_password_fails_at_start_and_says_so() {
         !err.to_string().contains(":wrong@"),
         "the password leaked: {err}"
     );
+}
+
+#[tokio::test]
+async fn a_user_without_sadd_still_sends_only_the_registry_misses_it() {
+    let server = RedisServer::start();
+    let rule = ACL_RULE.replace(" +sadd", "");
+    assert_ne!(rule, ACL_RULE);
+    create_user_with(&server, &rule);
+    let url = format!("redis://app:app-secret@127.0.0.1:{}", server.port());
+    let p = Producer::connect(&url).await.unwrap();
+    p.send("acl.unlisted", &1u32, Duration::from_secs(60))
+        .await
+        .expect("a send needs no registry");
+    p.send("acl.unlisted", &2u32, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(p.counts("acl.unlisted").await.unwrap().delayed, 2);
+    let registered: u64 = redis::cmd("SCARD")
+        .arg("delayq:registry:topics")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(registered, 0);
 }

@@ -2,25 +2,28 @@
 //! the dashboard, so they never `SCAN` the keyspace. A producer adds a name the first time it
 //! uses it (one `SADD`, then remembered for the life of the producer and its clones).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::keys::{registry_key, Registered};
 use crate::producer::Producer;
 
-/// The names this producer (and its clones) already added, as `registry key` + name.
+/// The names this producer (and its clones in the same namespace) already added, by kind;
+/// looked up without allocating, since every send asks.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Remembered(Arc<Mutex<HashSet<(String, String)>>>);
+pub(crate) struct Remembered(Arc<Mutex<HashMap<Registered, HashSet<String>>>>);
 
 impl Remembered {
-    fn contains(&self, entry: &(String, String)) -> bool {
-        self.0.lock().is_ok_and(|set| set.contains(entry))
+    fn contains(&self, kind: Registered, name: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|known| known.get(&kind).is_some_and(|names| names.contains(name)))
     }
 
-    fn insert(&self, entry: (String, String)) {
-        if let Ok(mut set) = self.0.lock() {
-            set.insert(entry);
+    fn insert(&self, kind: Registered, name: &str) {
+        if let Ok(mut known) = self.0.lock() {
+            known.entry(kind).or_default().insert(name.to_string());
         }
     }
 }
@@ -28,11 +31,11 @@ impl Remembered {
 impl Producer {
     /// Adds `name` to the registry set of `kind`, once per producer.
     pub(crate) async fn register(&self, kind: Registered, name: &str) -> Result<()> {
-        let entry = (registry_key(self.namespace(), kind), name.to_string());
-        if self.registered.contains(&entry) {
+        if self.registered.contains(kind, name) {
             return Ok(());
         }
-        let (key, member) = (&entry.0, &entry.1);
+        let key = registry_key(self.namespace(), kind);
+        let (key, member) = (&key, name);
         let added = self
             .conn
             .run(|mut c| async move {
@@ -54,7 +57,7 @@ impl Producer {
             ),
             Err(e) => return Err(e.into()),
         }
-        self.registered.insert(entry);
+        self.registered.insert(kind, name);
         Ok(())
     }
 

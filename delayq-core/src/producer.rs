@@ -78,6 +78,8 @@ impl Producer {
     pub fn with_namespace(mut self, namespace: &str) -> Result<Self> {
         validate_namespace(namespace)?;
         self.namespace = namespace.into();
+        // What was registered is per namespace.
+        self.registered = Remembered::default();
         Ok(self)
     }
 
