@@ -54,7 +54,7 @@ fn seed(server: &RedisServer, n: u64) {
     for start in (0..n).step_by(10_000) {
         let end = (start + 10_000).min(n);
         let mut waiting = redis::cmd("ZADD");
-        waiting.arg(key("waiting"));
+        waiting.arg(key("line"));
         let mut touched = redis::cmd("ZADD");
         touched.arg(key("touched"));
         for i in start..end {
@@ -147,5 +147,32 @@ async fn main() {
         "admit: one tick of {admitted} of 1,000,000 waiting: Redis {:.1} ms ({:.1} ms with the round trip)",
         (usec1 - usec0) / 1e3,
         wall.as_secs_f64() * 1e3
+    );
+
+    // A heavier tick: it also ends a previous tick's 10,000 admissions and expires untouched
+    // waiting tokens (all 1,000,000 seeded touch records are past waiting_ttl by then).
+    seed(&server, 1_000_000);
+    let churn = WaitingRoom::new(
+        &producer,
+        ROOM,
+        RoomConfig::default()
+            .admit_per_tick(10_000)
+            .active_ttl(Duration::from_secs(1))
+            .waiting_ttl(Duration::from_secs(1)),
+    )
+    .unwrap();
+    let lease = churn.lease(Duration::from_secs(30)).unwrap();
+    let leadership = lease.try_acquire().await.unwrap().expect("the only ticker");
+    churn.admit_as(&leadership).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (_, usec0) = evalsha(&server);
+    let report = churn.admit_as(&leadership).await.unwrap().expect("current");
+    let (_, usec1) = evalsha(&server);
+    println!(
+        "admit: a tick that admits {}, ends {} admissions and expires {} waiting: Redis {:.1} ms",
+        report.admitted,
+        report.expired_active,
+        report.expired_waiting,
+        (usec1 - usec0) / 1e3
     );
 }

@@ -10,11 +10,23 @@ use std::time::Duration;
 use delayq_dev::{producer, sleep_ms, RedisServer};
 use delayq_runtime::{RoomConfig, RoomStatus, Runtime, WaitingRoom};
 
-fn keys(room: &str) -> (String, String) {
-    (
-        format!("delayq:{{room:{room}}}:waiting"),
-        format!("delayq:{{room:{room}}}:active"),
-    )
+fn line_key(room: &str) -> String {
+    format!("delayq:{{room:{room}}}:line")
+}
+
+/// The waiting and the admitted tokens of `room`, read from Redis in one MULTI: a token in
+/// the line after the last admitted arrival waits; one at or before it is inside.
+fn states(server: &RedisServer, room: &str) -> (HashSet<String>, HashSet<String>) {
+    let (line, admitted): (Vec<(String, f64)>, Option<f64>) = redis::pipe()
+        .atomic()
+        .zrange_withscores(line_key(room), 0, -1)
+        .get(format!("delayq:{{room:{room}}}:admitted"))
+        .query(&mut server.connection())
+        .unwrap();
+    let upto = admitted.unwrap_or(0.0);
+    let (waiting, active): (Vec<_>, Vec<_>) = line.into_iter().partition(|(_, a)| *a > upto);
+    let tokens = |v: Vec<(String, f64)>| v.into_iter().map(|(t, _)| t).collect::<HashSet<_>>();
+    (tokens(waiting), tokens(active))
 }
 
 /// (token, score) of a sorted set, in order.
@@ -52,8 +64,7 @@ async fn waiting_positions_are_exact_and_in_arrival_order_for_100000_tokens() {
         entered.extend(c.await.unwrap());
     }
     assert_eq!(entered.len(), TOKENS, "tokens are unique");
-    let (waiting_key, _) = keys("big");
-    let line = members(&server, &waiting_key);
+    let line = members(&server, &line_key("big"));
     assert_eq!(line.len(), TOKENS);
     assert!(
         line.windows(2).all(|w| w[0].1 < w[1].1),
@@ -125,7 +136,6 @@ async fn waiting_randomized_run_from_4_clients_keeps_every_token_in_exactly_one_
         .waiting_ttl(Duration::from_secs(1))
         .active_ttl(Duration::from_secs(1));
     let room = WaitingRoom::new(&p, "random", config).unwrap();
-    let (waiting_key, active_key) = keys("random");
     let entered = Arc::new(AtomicU64::new(0));
     let removed = Arc::new(AtomicU64::new(0));
     let (mut expired, mut ticks) = (0u64, 0u32);
@@ -136,9 +146,8 @@ async fn waiting_randomized_run_from_4_clients_keeps_every_token_in_exactly_one_
         let mut clients = Vec::new();
         for c in 0..4u64 {
             let (room, entered, removed) = (room.clone(), entered.clone(), removed.clone());
-            let known: Vec<String> = members(&server, &waiting_key)
+            let known: Vec<String> = members(&server, &line_key("random"))
                 .into_iter()
-                .chain(members(&server, &active_key))
                 .map(|(t, _)| t)
                 .collect();
             clients.push(tokio::spawn(async move {
@@ -188,14 +197,7 @@ async fn waiting_randomized_run_from_4_clients_keeps_every_token_in_exactly_one_
         let report = room.admit_as(&leadership).await.unwrap().expect("current");
         ticks += 1;
         expired += (report.expired_waiting + report.expired_active) as u64;
-        let waiting: HashSet<String> = members(&server, &waiting_key)
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
-        let active: HashSet<String> = members(&server, &active_key)
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+        let (waiting, active) = states(&server, "random");
         assert!(
             waiting.is_disjoint(&active),
             "tick {ticks}: a token in both states"

@@ -22,7 +22,8 @@ scripts!(
     [enter, status, touch, leave, counts, admit]
 );
 
-/// Waiting tokens expired per tick at most (the rest in the next ticks).
+/// Touch records a tick looks at, at least (and at least twice admit_per_tick): the waiting
+/// tokens among them that went untouched expire, the rest in the next ticks.
 const SWEEP_PER_TICK: usize = 1_000;
 /// Bytes of randomness in a token.
 const TOKEN_BYTES: usize = 16;
@@ -168,7 +169,7 @@ pub struct WaitingRoom {
     /// For the registry entry `enter` adds (once per producer).
     producer: Producer,
     name: std::sync::Arc<str>,
-    keys: std::sync::Arc<[String; 7]>,
+    keys: std::sync::Arc<[String; 9]>,
     config: RoomConfig,
 }
 
@@ -215,13 +216,15 @@ impl WaitingRoom {
             producer: producer.clone(),
             name: name.into(),
             keys: std::sync::Arc::new([
-                key("waiting"),
+                key("line"),
                 key("touched"),
-                key("active"),
+                key("ticks"),
                 key("seq"),
                 key("admits"),
                 key("lease"),
                 key("rate"),
+                key("admitted"),
+                key("inside"),
             ]),
             config,
         })
@@ -311,7 +314,7 @@ impl WaitingRoom {
             return Ok(false);
         }
         let mut inv = self.script(&ROOM_SCRIPTS.leave);
-        inv.arg(token).arg(how);
+        inv.arg(token).arg(how).arg(millis(self.config.waiting_ttl));
         Ok(self.invoke::<u8>(inv).await? == 1)
     }
 
@@ -345,7 +348,7 @@ impl WaitingRoom {
             .arg(self.config.capacity.unwrap_or(0))
             .arg(millis(self.config.active_ttl))
             .arg(millis(self.config.waiting_ttl))
-            .arg(SWEEP_PER_TICK)
+            .arg(SWEEP_PER_TICK.max(2 * self.config.admit_per_tick as usize))
             .arg(lease_value);
         inv
     }

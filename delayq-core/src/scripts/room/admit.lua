@@ -1,11 +1,13 @@
--- room/admit.lua: one tick. Expires admissions past their time and waiting tokens untouched
--- for waiting_ttl (at most `sweep` of them a tick), then moves the earliest arrivals from
--- `waiting` to `active` with their expiry: admit_per_tick of them, or, with a capacity, no
--- more than leaves the active ones under it. All in one step, so no token is ever in both
--- sets or in neither.
+-- room/admit.lua: one tick. Ends the admissions of ticks past their expiry (their tokens leave
+-- the line in one range deletion), expires waiting tokens untouched for waiting_ttl (looking
+-- at no more than `sweep` touch records a tick), then admits the earliest arrivals by moving
+-- `admitted` up the line: admit_per_tick of them, or, with a capacity, no more than leaves the
+-- active ones under it. One step, so no token is ever in both states or in neither.
 -- KEYS: as in room/prelude.lua
 -- ARGV[1] admit_per_tick   ARGV[2] capacity (0: none)   ARGV[3] active_ttl_ms
--- ARGV[4] waiting_ttl_ms   ARGV[5] sweep   ARGV[6] the ticking lease's value, or '' (unfenced)
+-- ARGV[4] waiting_ttl_ms   ARGV[5] sweep: touch records looked at, at most (at least twice
+-- admit_per_tick, so that the records of admitted tokens go as fast as they come)
+-- ARGV[6] the ticking lease's value, or '' (unfenced)
 -- Returns { admitted, expired waiting, expired active }, or false when ARGV[6] is given and
 -- no longer holds the lease (a stale ticker).
 -- Admissions per second over the last minute of ticks (0 before there is one).
@@ -28,43 +30,59 @@ if ARGV[6] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[6] then
   return false
 end
 local now = now_ms()
-local expired_active = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[4]),
-  'LIMIT', 0, tonumber(ARGV[5]))
-if #stale > 0 then
-  redis.call('ZREM', KEYS[1], unpack(stale))
-  redis.call('ZREM', KEYS[2], unpack(stale))
+local upto = admitted_upto()
+
+-- Ticks past their expiry, oldest first: their tokens still on leave the line.
+local expired_active = 0
+for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local last, expiry = string.match(t, '^(%d+):(%d+)$')
+  if tonumber(expiry) > now then break end
+  expired_active = expired_active + tonumber(redis.call('HGET', KEYS[9], last) or 0)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', last)
+  redis.call('ZREM', KEYS[3], t)
+  redis.call('HDEL', KEYS[9], last)
 end
+
+-- The oldest touch records past waiting_ttl: of their tokens, those still waiting expire;
+-- the others were admitted since and only lose the record.
+local stale = redis.call('ZRANGE', KEYS[2], '-inf', now - tonumber(ARGV[4]), 'BYSCORE',
+  'LIMIT', 0, tonumber(ARGV[5]))
+local expired_waiting = 0
+if #stale > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #stale - 1)
+  -- unpack() spreads a limited number of values: look them up a thousand at a time.
+  for from = 1, #stale, 1000 do
+    local chunk = { unpack(stale, from, math.min(from + 999, #stale)) }
+    local arrivals = redis.call('ZMSCORE', KEYS[1], unpack(chunk))
+    local gone = {}
+    for i, token in ipairs(chunk) do
+      if arrivals[i] and tonumber(arrivals[i]) > upto then gone[#gone + 1] = token end
+    end
+    if #gone > 0 then
+      expired_waiting = expired_waiting + redis.call('ZREM', KEYS[1], unpack(gone))
+    end
+  end
+end
+
 local n = tonumber(ARGV[1])
 local capacity = tonumber(ARGV[2])
 if capacity > 0 then
-  n = math.min(n, math.max(capacity - redis.call('ZCARD', KEYS[3]), 0))
+  local active = 0
+  for _, count in ipairs(redis.call('HVALS', KEYS[9])) do active = active + tonumber(count) end
+  n = math.min(n, math.max(capacity - active, 0))
 end
 local admitted = 0
 if n > 0 then
-  -- The head of the line, then one range deletion (cheaper than ZPOPMIN's one by one).
-  local head = redis.call('ZRANGE', KEYS[1], 0, n - 1)
-  if #head > 0 then
-    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #head - 1)
-  end
-  local expiry = now + tonumber(ARGV[3])
-  local batch, tokens = {}, {}
-  for _, token in ipairs(head) do
-    batch[#batch + 1] = expiry
-    batch[#batch + 1] = token
-    tokens[#tokens + 1] = token
-    -- unpack() has a limit on how many values it spreads; flush in chunks.
-    if #tokens == 1000 then
-      redis.call('ZADD', KEYS[3], unpack(batch))
-      redis.call('ZREM', KEYS[2], unpack(tokens))
-      admitted = admitted + #tokens
-      batch, tokens = {}, {}
-    end
-  end
-  if #tokens > 0 then
-    redis.call('ZADD', KEYS[3], unpack(batch))
-    redis.call('ZREM', KEYS[2], unpack(tokens))
-    admitted = admitted + #tokens
+  -- The n-th waiting token, or the last one when fewer wait: the new end of the admitted.
+  local first_rank = redis.call('ZCOUNT', KEYS[1], '-inf', upto)
+  local last = redis.call('ZRANGE', KEYS[1], first_rank + n - 1, first_rank + n - 1, 'WITHSCORES')
+  if not last[2] then last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') end
+  local new_upto = tonumber(last[2] or upto)
+  if new_upto > upto then
+    admitted = redis.call('ZCOUNT', KEYS[1], '(' .. upto, new_upto)
+    redis.call('SET', KEYS[8], new_upto)
+    redis.call('ZADD', KEYS[3], new_upto, new_upto .. ':' .. (now + tonumber(ARGV[3])))
+    redis.call('HSET', KEYS[9], new_upto, admitted)
   end
 end
 redis.call('ZADD', KEYS[5], now, now .. ':' .. admitted)
@@ -72,4 +90,4 @@ redis.call('PEXPIRE', KEYS[5], 120000)
 -- The admission rate over the last minute, for status to read in one GET.
 local rate = admit_rate(now)
 redis.call('SET', KEYS[7], string.format('%.6f', rate), 'PX', 120000)
-return { admitted, #stale, expired_active }
+return { admitted, expired_waiting, expired_active }

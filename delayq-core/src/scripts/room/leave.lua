@@ -2,13 +2,18 @@
 -- (its admission ends and frees its slot at once). An admission that has already expired is
 -- left for the next tick to sweep (and count).
 -- KEYS: as in room/prelude.lua   ARGV[1] the token   ARGV[2] 'leave' or 'complete'
+-- ARGV[3] waiting_ttl_ms
 -- Returns 1 when it was waiting ('leave' only) or active, else 0.
-if ARGV[2] == 'leave' and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+local state, a = state_of(ARGV[1], now_ms(), tonumber(ARGV[3]))
+if state == 'waiting' and ARGV[2] == 'leave' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   return 1
-end
-local expires = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if expires and tonumber(expires) > now_ms() then
-  return redis.call('ZREM', KEYS[3], ARGV[1])
+elseif state == 'active' then
+  -- a: the last arrival of its tick, whose count of admissions still on drops by one.
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[9], a, -1)
+  return 1
 end
 return 0

@@ -3,21 +3,17 @@
 -- Returns { 'waiting', position (1-based), ahead, eta_ms or -1 when there is no rate yet },
 -- { 'active', ms left }, or { 'unknown' } (never entered, left, completed or expired).
 local now = now_ms()
-local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
-if rank then
-  local touched = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or 0)
-  if touched + tonumber(ARGV[2]) < now then
-    return { 'unknown' }
-  end
+local state, a, b = state_of(ARGV[1], now, tonumber(ARGV[2]))
+if state == 'waiting' then
+  -- a: its arrival, b: the last admitted; its place is how many wait up to it.
+  local position = redis.call('ZCOUNT', KEYS[1], '(' .. b, a)
   local rate = tonumber(redis.call('GET', KEYS[7]) or '')
   local eta = -1
   if rate and rate > 0 then
-    eta = math.floor((rank + 1) / rate * 1000)
+    eta = math.floor(position / rate * 1000)
   end
-  return { 'waiting', rank + 1, rank, eta }
-end
-local expires = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if expires and tonumber(expires) > now then
-  return { 'active', tonumber(expires) - now }
+  return { 'waiting', position, position - 1, eta }
+elseif state == 'active' then
+  return { 'active', b - now }
 end
 return { 'unknown' }

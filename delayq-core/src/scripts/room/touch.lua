@@ -2,8 +2,7 @@
 -- KEYS: as in room/prelude.lua   ARGV[1] the token   ARGV[2] waiting_ttl_ms
 -- Returns 1 touched, 0 not waiting (or already expired).
 local now = now_ms()
-local touched = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not touched or tonumber(touched) + tonumber(ARGV[2]) < now then
+if state_of(ARGV[1], now, tonumber(ARGV[2])) ~= 'waiting' then
   return 0
 end
 redis.call('ZADD', KEYS[2], 'XX', now, ARGV[1])
