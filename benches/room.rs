@@ -44,6 +44,12 @@ fn evalsha(server: &RedisServer) -> (f64, f64) {
 
 /// Flushes and seeds `n` waiting tokens, touched now.
 fn seed(server: &RedisServer, n: u64) {
+    seed_touched(server, n, 0);
+}
+
+/// Flushes and seeds `n` waiting tokens: the first `now_from` touched now, the rest an hour
+/// from now (so that they stay fresh whatever the room's waiting_ttl).
+fn seed_touched(server: &RedisServer, n: u64, later_from: u64) {
     let mut c = server.connection();
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
     let now_ms = std::time::SystemTime::now()
@@ -59,7 +65,12 @@ fn seed(server: &RedisServer, n: u64) {
         touched.arg(key("touched"));
         for i in start..end {
             waiting.arg(i + 1).arg(token(i));
-            touched.arg(now_ms).arg(token(i));
+            let at = if later_from > 0 && i >= later_from {
+                now_ms + 3_600_000
+            } else {
+                now_ms
+            };
+            touched.arg(at).arg(token(i));
         }
         let _: () = redis::pipe()
             .add_command(waiting)
@@ -149,11 +160,18 @@ async fn main() {
         wall.as_secs_f64() * 1e3
     );
 
-    // A heavier tick: it also ends a previous tick's 10,000 admissions and expires untouched
-    // waiting tokens (all 1,000,000 seeded touch records are past waiting_ttl by then).
-    seed(&server, 1_000_000);
+    // The steady state at 10,000 a tick: a tick that also ends a previous tick's 10,000
+    // admissions and drops their touch records; then one that, besides, expires waiting
+    // tokens left untouched (all 1,000,000 seeded records are past waiting_ttl by then).
+    for (case, later_from) in [("steady", 10_000), ("expiring", 0)] {
+        tick_after_tick(&server, &producer, case, later_from).await;
+    }
+}
+
+async fn tick_after_tick(server: &RedisServer, producer: &Producer, case: &str, later_from: u64) {
+    seed_touched(server, 1_000_000, later_from);
     let churn = WaitingRoom::new(
-        &producer,
+        producer,
         ROOM,
         RoomConfig::default()
             .admit_per_tick(10_000)
@@ -165,11 +183,11 @@ async fn main() {
     let leadership = lease.try_acquire().await.unwrap().expect("the only ticker");
     churn.admit_as(&leadership).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let (_, usec0) = evalsha(&server);
+    let (_, usec0) = evalsha(server);
     let report = churn.admit_as(&leadership).await.unwrap().expect("current");
-    let (_, usec1) = evalsha(&server);
+    let (_, usec1) = evalsha(server);
     println!(
-        "admit: a tick that admits {}, ends {} admissions and expires {} waiting: Redis {:.1} ms",
+        "admit ({case}): a tick that admits {}, ends {} admissions and expires {} waiting: Redis {:.1} ms",
         report.admitted,
         report.expired_active,
         report.expired_waiting,

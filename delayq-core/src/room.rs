@@ -22,8 +22,8 @@ scripts!(
     [enter, status, touch, leave, counts, admit]
 );
 
-/// Touch records a tick looks at, at least (and at least twice admit_per_tick): the waiting
-/// tokens among them that went untouched expire, the rest in the next ticks.
+/// Waiting tokens a tick expires at most, the rest in the next ticks (expiring one is a
+/// sorted-set deletion in the line, the costly part of a sweep).
 const SWEEP_PER_TICK: usize = 1_000;
 /// Bytes of randomness in a token.
 const TOKEN_BYTES: usize = 16;
@@ -348,8 +348,10 @@ impl WaitingRoom {
             .arg(self.config.capacity.unwrap_or(0))
             .arg(millis(self.config.active_ttl))
             .arg(millis(self.config.waiting_ttl))
+            // Touch records looked at: the admitted tokens' go at the rate they come.
             .arg(SWEEP_PER_TICK.max(2 * self.config.admit_per_tick as usize))
-            .arg(lease_value);
+            .arg(lease_value)
+            .arg(SWEEP_PER_TICK);
         inv
     }
 

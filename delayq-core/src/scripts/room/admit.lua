@@ -8,6 +8,8 @@
 -- ARGV[4] waiting_ttl_ms   ARGV[5] sweep: touch records looked at, at most (at least twice
 -- admit_per_tick, so that the records of admitted tokens go as fast as they come)
 -- ARGV[6] the ticking lease's value, or '' (unfenced)
+-- ARGV[7] expire: waiting tokens expired a tick, at most (about; whole thousands of records
+-- are looked at)
 -- Returns { admitted, expired waiting, expired active }, or false when ARGV[6] is given and
 -- no longer holds the lease (a stale ticker).
 -- Admissions per second over the last minute of ticks (0 before there is one).
@@ -43,25 +45,29 @@ for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   redis.call('HDEL', KEYS[9], last)
 end
 
--- The oldest touch records past waiting_ttl: of their tokens, those still waiting expire;
--- the others were admitted since and only lose the record.
+-- The oldest touch records past waiting_ttl, a thousand at a time: of their tokens, those
+-- still waiting expire (at most `expire` a tick); the others were admitted since and only
+-- lose the record. Records are dropped only as far as they were looked at.
 local stale = redis.call('ZRANGE', KEYS[2], '-inf', now - tonumber(ARGV[4]), 'BYSCORE',
   'LIMIT', 0, tonumber(ARGV[5]))
-local expired_waiting = 0
-if #stale > 0 then
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #stale - 1)
-  -- unpack() spreads a limited number of values: look them up a thousand at a time.
-  for from = 1, #stale, 1000 do
-    local chunk = { unpack(stale, from, math.min(from + 999, #stale)) }
-    local arrivals = redis.call('ZMSCORE', KEYS[1], unpack(chunk))
-    local gone = {}
-    for i, token in ipairs(chunk) do
-      if arrivals[i] and tonumber(arrivals[i]) > upto then gone[#gone + 1] = token end
-    end
-    if #gone > 0 then
-      expired_waiting = expired_waiting + redis.call('ZREM', KEYS[1], unpack(gone))
-    end
+local expired_waiting, looked = 0, 0
+local expire = tonumber(ARGV[7])
+for from = 1, #stale, 1000 do
+  if expired_waiting >= expire then break end
+  -- unpack() spreads a limited number of values: a thousand at a time.
+  local chunk = { unpack(stale, from, math.min(from + 999, #stale)) }
+  local arrivals = redis.call('ZMSCORE', KEYS[1], unpack(chunk))
+  local gone = {}
+  for i, token in ipairs(chunk) do
+    if arrivals[i] and tonumber(arrivals[i]) > upto then gone[#gone + 1] = token end
   end
+  if #gone > 0 then
+    expired_waiting = expired_waiting + redis.call('ZREM', KEYS[1], unpack(gone))
+  end
+  looked = looked + #chunk
+end
+if looked > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, looked - 1)
 end
 
 local n = tonumber(ARGV[1])
