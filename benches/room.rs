@@ -70,7 +70,7 @@ fn seed_touched(server: &RedisServer, n: u64, later_from: u64) {
             } else {
                 now_ms
             };
-            touched.arg(at).arg(token(i));
+            touched.arg(at).arg(format!("{}:{}", i + 1, token(i)));
         }
         let _: () = redis::pipe()
             .add_command(waiting)

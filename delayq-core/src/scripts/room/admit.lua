@@ -36,7 +36,8 @@ local upto = admitted_upto()
 
 -- Ticks past their expiry, oldest first: their tokens still on leave the line.
 local expired_active = 0
-for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+-- (A hundred at most a tick; more wait for the next.)
+for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, 99)) do
   local last, expiry = string.match(t, '^(%d+):(%d+)$')
   if tonumber(expiry) > now then break end
   expired_active = expired_active + tonumber(redis.call('HGET', KEYS[9], last) or 0)
@@ -46,25 +47,25 @@ for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
 end
 
 -- The oldest touch records past waiting_ttl, a thousand at a time: of their tokens, those
--- still waiting expire (at most `expire` a tick); the others were admitted since and only
--- lose the record. Records are dropped only as far as they were looked at.
+-- still waiting (arrival above the mark; the record says) expire, at most `expire` a tick;
+-- the others were admitted since and only lose the record. Records are dropped only as far
+-- as they were looked at.
 local stale = redis.call('ZRANGE', KEYS[2], '-inf', now - tonumber(ARGV[4]), 'BYSCORE',
   'LIMIT', 0, tonumber(ARGV[5]))
 local expired_waiting, looked = 0, 0
 local expire = tonumber(ARGV[7])
 for from = 1, #stale, 1000 do
   if expired_waiting >= expire then break end
-  -- unpack() spreads a limited number of values: a thousand at a time.
-  local chunk = { unpack(stale, from, math.min(from + 999, #stale)) }
-  local arrivals = redis.call('ZMSCORE', KEYS[1], unpack(chunk))
   local gone = {}
-  for i, token in ipairs(chunk) do
-    if arrivals[i] and tonumber(arrivals[i]) > upto then gone[#gone + 1] = token end
+  for i = from, math.min(from + 999, #stale) do
+    local arrival, token = string.match(stale[i], '^(%d+):(.+)$')
+    if arrival and tonumber(arrival) > upto then gone[#gone + 1] = token end
+    looked = i
   end
+  -- unpack() spreads a limited number of values: a thousand at a time.
   if #gone > 0 then
     expired_waiting = expired_waiting + redis.call('ZREM', KEYS[1], unpack(gone))
   end
-  looked = looked + #chunk
 end
 if looked > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[2], 0, looked - 1)

@@ -4,5 +4,5 @@
 local now = now_ms()
 local arrival = redis.call('INCR', KEYS[4])
 redis.call('ZADD', KEYS[1], arrival, ARGV[1])
-redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZADD', KEYS[2], now, record(arrival, ARGV[1]))
 return redis.call('ZCOUNT', KEYS[1], '(' .. admitted_upto(), arrival)

@@ -4,16 +4,14 @@
 -- KEYS: as in room/prelude.lua   ARGV[1] the token   ARGV[2] 'leave' or 'complete'
 -- ARGV[3] waiting_ttl_ms
 -- Returns 1 when it was waiting ('leave' only) or active, else 0.
-local state, a = state_of(ARGV[1], now_ms(), tonumber(ARGV[3]))
-if state == 'waiting' and ARGV[2] == 'leave' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return 1
-elseif state == 'active' then
-  -- a: the last arrival of its tick, whose count of admissions still on drops by one.
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[9], a, -1)
-  return 1
+local s = state_of(ARGV[1], now_ms(), tonumber(ARGV[3]))
+if not s or (s.state == 'waiting' and ARGV[2] ~= 'leave') then
+  return 0
 end
-return 0
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], record(s.arrival, ARGV[1]))
+if s.state == 'active' then
+  -- One fewer inside for its tick.
+  redis.call('HINCRBY', KEYS[9], s.last, -1)
+end
+return 1

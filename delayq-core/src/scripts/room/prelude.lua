@@ -4,9 +4,11 @@
 -- on one cluster slot), in this order:
 --   KEYS[1] line      ZSET token -> arrival number (from `seq`: strictly increasing): every
 --                     token waiting, and every admitted one whose admission has not ended
---   KEYS[2] touched   ZSET token -> last enter/touch (ms); a waiting token untouched for
---                     waiting_ttl expires. It may still hold tokens admitted since: they are
---                     dropped when their time comes, never counted as expired.
+--   KEYS[2] touched   ZSET "<arrival>:<token>" -> last enter/touch (ms); a waiting token
+--                     untouched for waiting_ttl expires. It may still hold the records of
+--                     tokens admitted since: they are dropped when their time comes, never
+--                     counted as expired. The arrival in the record tells the sweep which
+--                     is which without a lookup.
 --   KEYS[3] ticks     ZSET "<last arrival>:<expiry ms>" -> last arrival: one member per tick
 --                     that admitted someone: it admitted the arrivals after the previous
 --                     tick's last, up to its own, until its expiry
@@ -44,18 +46,26 @@ local function tick_of(arrival)
   return tonumber(last), tonumber(expiry), t[1]
 end
 
--- Where a token stands: 'waiting', 'active' (with its tick) or nil (unknown or expired).
+-- A token's record in `touched`.
+local function record(arrival, token)
+  return string.format('%d:%s', arrival, token)
+end
+
+-- Where a token stands: { state = 'waiting', arrival, upto } or { state = 'active', arrival,
+-- last (its tick's last arrival), expiry }, or nil (unknown or expired).
 local function state_of(token, now, waiting_ttl)
   local arrival = redis.call('ZSCORE', KEYS[1], token)
   if not arrival then return nil end
   arrival = tonumber(arrival)
   local upto = admitted_upto()
   if arrival > upto then
-    local touched = tonumber(redis.call('ZSCORE', KEYS[2], token) or 0)
+    local touched = tonumber(redis.call('ZSCORE', KEYS[2], record(arrival, token)) or 0)
     if touched + waiting_ttl < now then return nil end
-    return 'waiting', arrival, upto
+    return { state = 'waiting', arrival = arrival, upto = upto }
   end
   local last, expiry = tick_of(arrival)
-  if last and expiry > now then return 'active', last, expiry end
+  if last and expiry > now then
+    return { state = 'active', arrival = arrival, last = last, expiry = expiry }
+  end
   return nil
 end
