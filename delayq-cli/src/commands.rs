@@ -23,8 +23,9 @@ fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
 }
 
 pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
-    let producer = Producer::connect(url).await?;
-    Ok(producer.with_namespace(namespace)?)
+    let producer = Producer::connect(url).await?.with_namespace(namespace)?;
+    producer.check_layout().await?;
+    Ok(producer)
 }
 
 /// Fails (exit 1) unless `topic` is registered in the namespace: a typo should not look

@@ -188,6 +188,16 @@ pub enum Error {
         /// The other.
         second: String,
     },
+    /// The namespace holds data in another key layout than this build's.
+    #[error("namespace {namespace:?} holds delayq data in layout {found}; this build reads and writes layout {expected}, so it leaves it alone: run a delayq of layout {found} against it, or use another DELAYQ_NAMESPACE")]
+    LayoutMismatch {
+        /// The namespace.
+        namespace: String,
+        /// The version it holds (`ns:layout`).
+        found: String,
+        /// This build's.
+        expected: u32,
+    },
     /// Redis answered with something delayq's scripts never return.
     #[error("unexpected reply from Redis to {command}: {detail}")]
     UnexpectedReply {

@@ -32,6 +32,8 @@ pub struct Producer {
     max_payload: usize,
     /// Registry entries this producer already added (see catalog.rs).
     pub(crate) registered: Remembered,
+    /// Set once the namespace's layout version was checked (see layout.rs).
+    pub(crate) layout_checked: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -71,6 +73,7 @@ impl Producer {
             namespace: namespace.into(),
             max_payload: DEFAULT_MAX_PAYLOAD,
             registered: Remembered::default(),
+            layout_checked: Arc::default(),
         }
     }
 
@@ -80,6 +83,7 @@ impl Producer {
         self.namespace = namespace.into();
         // What was registered is per namespace.
         self.registered = Remembered::default();
+        self.layout_checked = Arc::default();
         Ok(self)
     }
 
@@ -164,6 +168,7 @@ impl Producer {
         };
         let due = options.when.due()?;
         let payload = self.encode(payload)?;
+        self.check_layout().await?;
         self.register(Registered::Topic, topic).await?;
         let trace = current_traceparent();
         let inv = scripts::send(
@@ -215,6 +220,7 @@ impl Producer {
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
+        self.check_layout().await?;
         self.register(Registered::Topic, topic).await?;
         let trace = current_traceparent();
         let mut pipe = redis::pipe();

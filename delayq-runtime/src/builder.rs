@@ -220,6 +220,7 @@ impl RuntimeBuilder {
         let conn = RedisConn::connect(&url, origin).await?;
         warn_without_persistence(&conn).await;
         let producer = delayq_core::protocol::producer(conn.clone(), &namespace);
+        producer.check_layout().await?;
         // Before any metric handle is made: handles keep the recorder they were made with.
         #[cfg(feature = "prometheus")]
         if let Some(addr) = self.prometheus {

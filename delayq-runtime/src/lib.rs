@@ -86,7 +86,7 @@ pub use delayq_core::{
     AckError, Cancelled, DeadLetter, Error, GroupStats, LeaderLease, Leadership, MessageId,
     Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus,
     SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickReport, TopicCounts, TopicStats,
-    UrlOrigin, WaitingRoom,
+    UrlOrigin, WaitingRoom, LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, stream_listener};
 pub use handle::RuntimeHandle;

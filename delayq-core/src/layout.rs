@@ -1,0 +1,45 @@
+//! The layout version of a namespace. Every namespace holds the version of the key layout and
+//! envelope its data is in (`ns:layout`); a producer or runtime of another layout refuses to
+//! touch it, with an error that says so, rather than misreading or corrupting it.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::error::{Error, Result};
+use crate::producer::Producer;
+
+/// The layout this build reads and writes.
+pub const LAYOUT_VERSION: u32 = 1;
+
+static LAYOUT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/layout.lua")));
+
+/// The key that holds a namespace's layout version.
+pub(crate) fn layout_key(namespace: &str) -> String {
+    format!("{namespace}:layout")
+}
+
+impl Producer {
+    /// Checks, once per producer and namespace, that the namespace holds this build's layout
+    /// (marking a new namespace with it); [`Error::LayoutMismatch`] when it holds another.
+    /// Sends and the runtime's start do this; call it to fail early.
+    pub async fn check_layout(&self) -> Result<()> {
+        self.layout_checked
+            .get_or_try_init(|| async {
+                let mut inv = LAYOUT.key(layout_key(self.namespace()));
+                inv.arg(LAYOUT_VERSION);
+                let held: String = self.conn.run_script(inv).await?;
+                if held == LAYOUT_VERSION.to_string() {
+                    Ok(())
+                } else {
+                    Err(Error::LayoutMismatch {
+                        namespace: self.namespace().to_string(),
+                        found: held,
+                        expected: LAYOUT_VERSION,
+                    })
+                }
+            })
+            .await
+            .copied()
+    }
+}

@@ -1,0 +1,78 @@
+//! A namespace holds the version of its key layout (`ns:layout`): a new one is marked with
+//! this build's, and a producer, runtime or CLI of another layout refuses it with an error
+//! that says so, writing nothing.
+
+use std::time::Duration;
+
+use delayq_dev::{producer, RedisServer};
+use delayq_runtime::{delay_listener, Error, Runtime, LAYOUT_VERSION};
+
+#[delay_listener(topic = "layout.jobs")]
+async fn jobs(_n: u32) {}
+
+fn layout(server: &RedisServer, namespace: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(format!("{namespace}:layout"))
+        .query(&mut server.connection())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn delay_a_new_namespace_is_marked_and_another_layout_is_refused() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    assert_eq!(layout(&server, "delayq"), None);
+    p.send("layout.jobs", &1u32, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(layout(&server, "delayq"), Some(LAYOUT_VERSION.to_string()));
+
+    // A namespace written by another layout (a future one, say).
+    let _: () = redis::cmd("SET")
+        .arg("other:layout")
+        .arg("99")
+        .query(&mut server.connection())
+        .unwrap();
+    let foreign = p.clone().with_namespace("other").unwrap();
+    let err = foreign
+        .send("layout.jobs", &2u32, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LayoutMismatch { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("\"other\"")
+            && text.contains("layout 99")
+            && text.contains(&format!("layout {LAYOUT_VERSION}")),
+        "{text}"
+    );
+    let err = foreign
+        .send_batch("layout.jobs", [(3u32, Duration::ZERO)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LayoutMismatch { .. }), "{err}");
+    let written: Vec<String> = redis::cmd("KEYS")
+        .arg("other:*")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(written, ["other:layout"], "nothing written under it");
+
+    // The runtime refuses to start on it.
+    let err = Runtime::builder()
+        .redis_url(server.url())
+        .namespace("other")
+        .topics(["layout.jobs"])
+        .spawn()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LayoutMismatch { .. }), "{err}");
+
+    // The namespace of this layout still works, and a runtime starts on it.
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["layout.jobs"])
+        .spawn()
+        .await
+        .unwrap();
+    rt.shutdown().await.unwrap();
+}
