@@ -34,11 +34,13 @@ impl LedgerLine {
     }
 }
 
-/// Every line of a ledger (none when it does not exist yet); panics on a torn line, which a
-/// consumer never writes (one `write` per line).
+/// Every complete line of a ledger (none when it does not exist yet). A consumer writes a
+/// line in one `write`, but a read can overlap a write in progress, so a last line without
+/// its newline is not read yet; a torn line before it panics.
 pub fn read_ledger(path: &Path) -> Vec<LedgerLine> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
         .map(|l| LedgerLine::parse(l).unwrap_or_else(|| panic!("torn ledger line {l:?}")))
         .collect()
