@@ -24,7 +24,9 @@ fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
 
 pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
     let producer = Producer::connect(url).await?.with_namespace(namespace)?;
-    producer.check_layout().await?;
+    // Only refuse another layout here: looking must not mark a namespace (a typo in
+    // --namespace would create one); a send marks it as any producer's does.
+    producer.check_layout_read_only().await?;
     Ok(producer)
 }
 

@@ -374,6 +374,21 @@ fn cli_exit_codes_for_bad_input() {
         serde_json::json!([{"topic": "cli.x", "delayed": 1, "inflight": 0, "dead": 0}])
     );
 
+    // A namespace of another layout is refused, and looking at a new one does not mark it.
+    let _: () = redis::cmd("SET")
+        .arg("future:layout")
+        .arg("99")
+        .query(&mut server.connection())
+        .unwrap();
+    let run = expect(url, &["--namespace", "future", "topics"], 1);
+    assert!(run.stderr.contains("layout 99"), "{}", run.stderr);
+    expect(url, &["--namespace", "fresh", "topics"], 0);
+    let fresh: Option<String> = redis::cmd("GET")
+        .arg("fresh:layout")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(fresh, None);
+
     // Redis down: an error (1) that says where it looked.
     let port = server.port();
     drop(server);

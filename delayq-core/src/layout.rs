@@ -19,6 +19,14 @@ pub(crate) fn layout_key(namespace: &str) -> String {
     format!("{namespace}:layout")
 }
 
+fn mismatch(producer: &Producer, held: String) -> Error {
+    Error::LayoutMismatch {
+        namespace: producer.namespace().to_string(),
+        found: held,
+        expected: LAYOUT_VERSION,
+    }
+}
+
 impl Producer {
     /// Checks, once per producer and namespace, that the namespace holds this build's layout
     /// (marking a new namespace with it); [`Error::LayoutMismatch`] when it holds another.
@@ -32,14 +40,25 @@ impl Producer {
                 if held == LAYOUT_VERSION.to_string() {
                     Ok(())
                 } else {
-                    Err(Error::LayoutMismatch {
-                        namespace: self.namespace().to_string(),
-                        found: held,
-                        expected: LAYOUT_VERSION,
-                    })
+                    Err(mismatch(self, held))
                 }
             })
             .await
             .copied()
+    }
+
+    /// Refuses a namespace that holds another layout, like [`check_layout`](Self::check_layout),
+    /// but leaves a new namespace unmarked: for tools that only look (the `delayq` CLI).
+    pub async fn check_layout_read_only(&self) -> Result<()> {
+        let key = layout_key(self.namespace());
+        let key = &key;
+        let held: Option<String> = self
+            .conn
+            .run(|mut c| async move { redis::cmd("GET").arg(key).query_async(&mut c).await })
+            .await?;
+        match held {
+            Some(held) if held != LAYOUT_VERSION.to_string() => Err(mismatch(self, held)),
+            _ => Ok(()),
+        }
     }
 }
