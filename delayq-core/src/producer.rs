@@ -107,6 +107,13 @@ impl Producer {
         Ok(TopicQueue::new(self.conn.clone(), self.keys(topic)?))
     }
 
+    /// What a send checks before it writes to `topic`: the namespace's layout, and the
+    /// topic's registry entry (each a round trip the first time only).
+    async fn before_first_write(&self, topic: &str) -> Result<()> {
+        self.check_layout().await?;
+        self.register(Registered::Topic, topic).await
+    }
+
     pub(crate) fn encode<T: Serialize + ?Sized>(&self, payload: &T) -> Result<Vec<u8>> {
         let bytes = serde_json::to_vec(payload)?;
         if bytes.len() > self.max_payload {
@@ -168,8 +175,7 @@ impl Producer {
         };
         let due = options.when.due()?;
         let payload = self.encode(payload)?;
-        self.check_layout().await?;
-        self.register(Registered::Topic, topic).await?;
+        self.before_first_write(topic).await?;
         let trace = current_traceparent();
         let inv = scripts::send(
             &keys,
@@ -220,8 +226,7 @@ impl Producer {
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
-        self.check_layout().await?;
-        self.register(Registered::Topic, topic).await?;
+        self.before_first_write(topic).await?;
         let trace = current_traceparent();
         let mut pipe = redis::pipe();
         for chunk in encoded.chunks(BATCH_CHUNK) {

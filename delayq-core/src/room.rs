@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use redis::{ScriptInvocation, Value};
 
-use crate::conn::RedisConn;
 use crate::envelope::millis;
 use crate::error::{Error, Result};
 use crate::keys::{validate_name, Registered};
@@ -165,8 +164,7 @@ pub struct TickReport {
 /// A waiting room on Redis. Cheap to clone.
 #[derive(Clone)]
 pub struct WaitingRoom {
-    conn: RedisConn,
-    /// For the registry entry `enter` adds (once per producer).
+    /// Its connection, namespace, and the registry entry `enter` adds once.
     producer: Producer,
     name: std::sync::Arc<str>,
     keys: std::sync::Arc<[String; 9]>,
@@ -212,7 +210,6 @@ impl WaitingRoom {
         let ns = producer.namespace();
         let key = |suffix: &str| format!("{ns}:{{room:{name}}}:{suffix}");
         Ok(WaitingRoom {
-            conn: producer.conn.clone(),
             producer: producer.clone(),
             name: name.into(),
             keys: std::sync::Arc::new([
@@ -254,7 +251,7 @@ impl WaitingRoom {
     }
 
     async fn invoke<T: redis::FromRedisValue>(&self, inv: ScriptInvocation<'static>) -> Result<T> {
-        self.conn.run_script(inv).await
+        self.producer.conn.run_script(inv).await
     }
 
     /// Joins the line: a new unguessable token (128 random bits, 32 hex digits).
@@ -378,7 +375,12 @@ impl WaitingRoom {
     /// slot, so that a tick can check it).
     #[doc(hidden)]
     pub fn lease(&self, ttl: Duration) -> Result<LeaderLease> {
-        LeaderLease::with_key(self.conn.clone(), &self.name, self.keys[5].clone(), ttl)
+        LeaderLease::with_key(
+            self.producer.conn.clone(),
+            &self.name,
+            self.keys[5].clone(),
+            ttl,
+        )
     }
 
     /// One tick fenced by `leadership`: `None` when it no longer holds the room's lease (a
