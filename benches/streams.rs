@@ -6,7 +6,8 @@
 //!
 //! - drain: 100,000 entries (≈ 100-byte JSON payloads) already in the stream, consumed and
 //!   acked by a `#[stream_listener]` at concurrency 50 and 200, next to the baseline: a plain
-//!   loop of `XREADGROUP COUNT 200` and one `XACK` of the ids it read, decoding each payload.
+//!   loop of `XREADGROUP COUNT 200` and one `XACK` of the ids it read, decoding each payload,
+//!   and the same loop with `COUNT 50` (never more than 50 entries in hand, as at c50).
 //!   Entries/s (until the last ack) and the Redis µs per entry (XREADGROUP, XACK and any
 //!   script calls; `BENCH_DETAIL=1` prints every command's calls and µs).
 //! - idle: two stream listeners with default settings, 90 s; Redis commands per second per
@@ -122,8 +123,8 @@ async fn drain_delayq(server: &RedisServer, stream: &str) -> (f64, f64) {
     (ENTRIES as f64 / wall, usec / ENTRIES as f64)
 }
 
-/// The same with the plain loop.
-async fn drain_baseline(server: &RedisServer, stream: &str) -> (f64, f64) {
+/// The same with the plain loop, reading `count` entries at a time.
+async fn drain_baseline(server: &RedisServer, stream: &str, count: usize) -> (f64, f64) {
     fill(server, stream);
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
@@ -135,7 +136,7 @@ async fn drain_baseline(server: &RedisServer, stream: &str) -> (f64, f64) {
             .arg(GROUP)
             .arg("baseline")
             .arg("COUNT")
-            .arg(200)
+            .arg(count)
             .arg("BLOCK")
             .arg(1000)
             .arg("STREAMS")
@@ -252,7 +253,12 @@ async fn main() {
                 "drain: {ENTRIES} entries already in the stream, {runs} runs (median, min, max)"
             );
             let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
-            for name in ["baseline XREADGROUP+XACK", "delayq c50", "delayq c200"] {
+            for name in [
+                "baseline COUNT 200",
+                "baseline COUNT 50",
+                "delayq c50",
+                "delayq c200",
+            ] {
                 rows.push((name, Vec::new(), Vec::new()));
             }
             // Interleaved, so that machine drift touches each alike.
@@ -261,7 +267,8 @@ async fn main() {
                     let (rate, usec) = match row.0 {
                         "delayq c50" => drain_delayq(&server, "bench.s50").await,
                         "delayq c200" => drain_delayq(&server, "bench.s200").await,
-                        _ => drain_baseline(&server, "bench.base").await,
+                        "baseline COUNT 50" => drain_baseline(&server, "bench.base", 50).await,
+                        _ => drain_baseline(&server, "bench.base", 200).await,
                     };
                     row.1.push(rate);
                     row.2.push(usec);
