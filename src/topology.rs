@@ -390,6 +390,23 @@ impl TestRedis {
         }
     }
 
+    /// Runs `cmd` on the node that holds its keys (the cluster routes it; on Sentinel, the
+    /// current primary), for tests that set or read a key directly.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        match self {
+            TestRedis::Single(s) => cmd.query(&mut s.connection()).expect("query"),
+            TestRedis::Cluster(c) => {
+                let nodes: Vec<String> = c.url().split(',').map(str::to_string).collect();
+                let client = redis::cluster::ClusterClient::new(nodes).expect("cluster client");
+                cmd.query(&mut client.get_connection().expect("cluster connection"))
+                    .expect("query")
+            }
+            TestRedis::Sentinel(s) => cmd
+                .query(&mut s.current_primary().connection())
+                .expect("query"),
+        }
+    }
+
     /// `INFO commandstats` calls of the data nodes (summed over a cluster's; the current
     /// primary's on Sentinel).
     pub fn command_calls(&self) -> HashMap<String, u64> {

@@ -11,7 +11,7 @@ use delayq_runtime::{delay_listener, Error, Producer, Runtime};
 const ACL_RULE: &str = "on >app-secret resetkeys ~delayq:* resetchannels &delayq:* -@all \
     +evalsha +eval +script|load +time +zrange +zrangebyscore +zremrangebyrank +zcard +zadd \
     +zrem +zscore +zmscore +zcount +hget +hmget +hset +hdel +hexists +hincrby +hkeys +incrby +sadd \
-    +get +set +publish +subscribe +type +ping";
+    +hsetnx +hlen +hgetall +hrandfield +exists +del +get +set +publish +subscribe +type +ping";
 
 static ACL_SEEN: Seen<u32> = Seen::new();
 

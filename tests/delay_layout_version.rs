@@ -57,6 +57,23 @@ async fn delay_a_new_namespace_is_marked_and_another_layout_is_refused() {
         .unwrap();
     assert_eq!(written, ["other:layout"], "nothing written under it");
 
+    // A namespace of the first layout (one sorted set and one hash per topic, no far
+    // buckets) is refused too: this build would not find its far messages there.
+    let _: () = redis::cmd("SET")
+        .arg("v1:layout")
+        .arg("1")
+        .query(&mut server.connection())
+        .unwrap();
+    let v1 = p.clone().with_namespace("v1").unwrap();
+    let err = v1
+        .send("layout.jobs", &4u32, Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LayoutMismatch { ref found, .. } if found == "1"),
+        "{err}"
+    );
+
     // The runtime refuses to start on it.
     let err = Runtime::builder()
         .redis_url(server.url())

@@ -28,7 +28,8 @@ async fn a_batch_of_10000_is_one_script_call() {
     let calls = server.command_calls();
     let count = |name: &str| calls.get(name).copied().unwrap_or(0);
     let inside_send_lua = [
-        "time", "zrange", "hexists", "zscore", "zrem", "hset", "zadd", "publish",
+        "time", "zrange", "hexists", "zscore", "zrem", "hset", "zadd", "publish", "exists", "hget",
+        "hsetnx", "hincrby", "hdel",
     ];
     let sent_by_client: Vec<_> = calls
         .iter()

@@ -136,8 +136,9 @@ async fn ten_thousand_distinct_topics() {
         .unwrap();
     println!("10,000 topics: sent in {took:?}, {keys} keys in Redis");
     assert_eq!(
-        keys, 20_002,
-        "two keys (delayed, msg) per topic, the registry set of topic names and the layout"
+        keys, 30_002,
+        "three keys per topic (the far bucket of its one message, the ZSET of far buckets and \
+         their count), the registry set of topic names and the layout"
     );
     let registered: u64 = redis::cmd("SCARD")
         .arg("delayq:registry:topics")

@@ -15,8 +15,16 @@ pub struct MessageId(String);
 impl MessageId {
     /// A fresh, unique, time-ordered id.
     pub fn generate() -> Self {
-        // 26 characters: the id is stored twice per message, so its length is memory.
+        // 26 characters: the id is stored with each message, so its length is memory.
         MessageId(ulid::Ulid::generate().to_string())
+    }
+
+    /// A fresh, unique id whose time is `due_unix_ms`, the message's due time as this machine
+    /// expects it. The scripts read a far message's bucket from its id's time, so a generated
+    /// id needs no index entry (see "Far buckets" in prelude.lua).
+    pub(crate) fn for_due(due_unix_ms: u64) -> Self {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(due_unix_ms);
+        MessageId(ulid::Ulid::from_datetime(at).to_string())
     }
 
     /// A user-chosen id: 1 to 256 bytes, no control characters.

@@ -133,23 +133,27 @@ impl Producer {
         let keys = self.keys(topic)?;
         let mut pipe = redis::pipe();
         pipe.zcard(&keys.delayed)
+            .hget(&keys.farinfo, "count")
             .zcard(&keys.inflight)
             .zcard(&keys.dead)
             .zrange_withscores(&keys.delayed, 0, 0)
+            .zrange_withscores(&keys.far, 0, 0)
             .zrange_withscores(&keys.inflight, 0, 0)
             .hgetall(&keys.stats)
             .cmd("TIME");
         let pipe = &pipe;
         type Reply = (
             usize,
+            Option<usize>,
             usize,
             usize,
+            Vec<(String, f64)>,
             Vec<(String, f64)>,
             Vec<(String, f64)>,
             Vec<(String, u64)>,
             (u64, u64),
         );
-        let (delayed, inflight, dead, due, claim, fields, (secs, micros)): Reply =
+        let (hot, far, inflight, dead, due, far_due, claim, fields, (secs, micros)): Reply =
             on_topic(&self.conn, &keys, |mut conn| async move {
                 pipe.query_async(&mut conn).await
             })
@@ -157,10 +161,15 @@ impl Producer {
         let now_ms = secs * 1000 + micros / 1000;
         Ok(TopicStats {
             topic: keys.topic.clone(),
-            delayed,
+            delayed: hot + far.unwrap_or(0),
             inflight,
             dead,
-            next_due: first_score(&due),
+            // A far bucket's score is a lower bound of its earliest due time (exact unless
+            // that message was cancelled or moved).
+            next_due: [first_score(&due), first_score(&far_due)]
+                .into_iter()
+                .flatten()
+                .min(),
             oldest_claim_deadline: first_score(&claim),
             last_minute: last_minute(&fields, now_ms),
             read_at: ms_to_time(now_ms),

@@ -82,6 +82,14 @@ pub struct TopicKeys {
     /// HASH `<outcome>:<10 s bucket>` → count: what `delayq stats` reports as handled in the
     /// last minute (`ok`, `retry`, `dead`), kept by the scripts; two minutes of buckets.
     pub stats: String,
+    /// ZSET of the far buckets not promoted yet: bucket number → a lower bound of the earliest
+    /// due time in it. Bucket `b` is the HASH `<far>:<b>` (id → far record).
+    pub far: String,
+    /// HASH id → far bucket, for the far messages whose id does not tell their bucket (user
+    /// ids; a generated id tells it by its time).
+    pub far_index: String,
+    /// HASH `count` (messages in far buckets) and `width` (the bucket width in ms).
+    pub farinfo: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -102,6 +110,9 @@ impl TopicKeys {
             dead: key("dead"),
             seq: key("seq"),
             stats: key("stats"),
+            far: key("far"),
+            far_index: key("where"),
+            farinfo: key("farinfo"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -115,7 +126,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 6] {
+    pub fn typed(&self) -> [(&str, &'static str); 9] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -123,6 +134,9 @@ impl TopicKeys {
             (&self.dead, "zset"),
             (&self.seq, "string"),
             (&self.stats, "hash"),
+            (&self.far, "zset"),
+            (&self.far_index, "hash"),
+            (&self.farinfo, "hash"),
         ]
     }
 }

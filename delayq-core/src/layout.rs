@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::producer::Producer;
 
 /// The layout this build reads and writes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 static LAYOUT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/layout.lua")));
 

@@ -159,9 +159,10 @@ impl Producer {
         options: SendOptions,
     ) -> Result<SendOutcome> {
         let keys = self.keys(topic)?;
+        let due = options.when.due()?;
         let id = match &options.id {
             Some(id) => MessageId::new(id.clone())?,
-            None => MessageId::generate(),
+            None => MessageId::for_due(due.expected_unix_ms()),
         };
         let max_attempts = match options.max_attempts {
             Some(0) => {
@@ -173,7 +174,6 @@ impl Producer {
             Some(n) => n,
             None => 0,
         };
-        let due = options.when.due()?;
         let payload = self.encode(payload)?;
         self.before_first_write(topic).await?;
         let trace = current_traceparent();
@@ -221,7 +221,11 @@ impl Producer {
         let mut encoded = Vec::new();
         for (payload, delay) in items {
             let due = When::Delay(delay).due()?;
-            encoded.push((MessageId::generate(), self.encode(&payload)?, due));
+            encoded.push((
+                MessageId::for_due(due.expected_unix_ms()),
+                self.encode(&payload)?,
+                due,
+            ));
         }
         if encoded.is_empty() {
             return Ok(Vec::new());
@@ -283,15 +287,17 @@ impl Producer {
         let keys = self.keys(topic)?;
         let mut pipe = redis::pipe();
         pipe.zcard(&keys.delayed)
+            .hget(&keys.farinfo, "count")
             .zcard(&keys.inflight)
             .zcard(&keys.dead);
         let pipe = &pipe;
-        let (delayed, inflight, dead) = on_topic(&self.conn, &keys, |mut conn| async move {
-            pipe.query_async(&mut conn).await
-        })
-        .await?;
+        let (hot, far, inflight, dead): (usize, Option<usize>, usize, usize) =
+            on_topic(&self.conn, &keys, |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
+            .await?;
         Ok(TopicCounts {
-            delayed,
+            delayed: hot + far.unwrap_or(0),
             inflight,
             dead,
         })

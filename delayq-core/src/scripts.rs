@@ -48,7 +48,8 @@ scripts!(
 );
 
 /// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
-/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, the wake channel as ARGV[1] and
+/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
+/// KEYS[8] where, KEYS[9] farinfo, the wake channel as ARGV[1] and
 /// the command that publishes on it as ARGV[2] (see `prelude.lua`); its own arguments follow.
 fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static> {
     let mut inv = script.key(&k.delayed);
@@ -57,6 +58,9 @@ fn on_topic(script: &'static Script, k: &TopicKeys) -> ScriptInvocation<'static>
         .key(&k.dead)
         .key(&k.seq)
         .key(&k.stats)
+        .key(&k.far)
+        .key(&k.far_index)
+        .key(&k.farinfo)
         .arg(&k.wake)
         .arg(k.publish);
     inv
@@ -85,6 +89,20 @@ pub(crate) enum Due {
 }
 
 impl Due {
+    /// The due time in unix ms by this machine's clock (for a delay, an estimate of the
+    /// server's).
+    pub(crate) fn expected_unix_ms(self) -> u64 {
+        match self {
+            Due::InMs(ms) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                crate::envelope::millis(now).saturating_add(ms)
+            }
+            Due::AtMs(ms) => ms,
+        }
+    }
+
     fn kind_and_ms(self) -> (&'static str, u64) {
         match self {
             Due::InMs(ms) => ("delay", ms),

@@ -1,13 +1,15 @@
--- claim_due.lua: due messages move from `delayed` to `inflight` with an ack deadline.
+-- claim_due.lua: far buckets whose time has come are promoted into `delayed` (a part of one,
+-- when large), then due messages move from `delayed` to `inflight` with an ack deadline.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
--- Returns { now_us, next_due_ms or -1, id1, envelope1, id2, envelope2, ... } (now in
+-- Returns { now_us, when to look next (ms) or -1, id1, envelope1, id2, envelope2, ... } (now in
 -- microseconds, so a boss can sleep to the due time precisely); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
 -- comes back with 'orphan' (dropped); one that does not parse with 'corrupt' (moved to the
 -- dead letters untouched).
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
+promote(now)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local out = { now_micros, -1 }
 if #ids > 0 then
@@ -47,5 +49,5 @@ if #ids > 0 then
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
   if inflight_was_empty and #scores > 0 then wake(WAKE_BACK) end
 end
-out[2] = head_score(KEYS[1])
+out[2] = next_due()
 return out

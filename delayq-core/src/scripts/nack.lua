@@ -1,4 +1,4 @@
--- nack.lua: a failed delivery goes back to `delayed` after a backoff, or to `dead` once it has
+-- nack.lua: a failed delivery goes back to `delayed` (or a far bucket) after a backoff, or to `dead` once it has
 -- used max_attempts (or at once when the caller dead-letters it).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] id   ARGV[4] delivery token   ARGV[5] backoff ms
@@ -22,10 +22,11 @@ if m.attempt >= max then
   count('dead', 1, now)
   return 'dead'
 end
-local old_head = head_score(KEYS[1])
+local old_next = next_due()
 m.due_ms = now + tonumber(ARGV[5])
-redis.call('HSET', KEYS[3], id, encode(m))
-redis.call('ZADD', KEYS[1], m.due_ms, id)
-if old_head == -1 or m.due_ms < old_head then wake(WAKE_BOSS) end
+-- A long backoff puts the message in a far bucket, like a send.
+redis.call('HDEL', KEYS[3], id)
+local look = place(id, m, now)
+if old_next == -1 or look < old_next then wake(WAKE_BOSS) end
 count('retry', 1, now)
 return 'retry'

@@ -3,6 +3,7 @@
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
 --   KEYS[6] stats (outcome counters, see `count` below)
+--   KEYS[7] far   KEYS[8] where   KEYS[9] farinfo (far buckets, see "Far buckets" below)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -135,4 +136,192 @@ local function bury(id, m, reason, now)
   m.dead_reason = reason
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
+end
+
+-- Far buckets. The hot keys (`delayed`, `msg`) hold only messages due within about two
+-- minutes; one due later waits in the far bucket of its due time, b = floor(due / width),
+-- the HASH KEYS[7] .. ':' .. b (id -> far record), until the bucket is promoted: a whole
+-- bucket before it starts, its messages move into the hot keys (`promote`, run by claim_due).
+-- So the hot keys stay small however many messages wait for days, and a far message costs one
+-- hash entry. KEYS[7] `far` is a ZSET of the buckets not promoted yet (member b, score a
+-- lower bound of the earliest due time in it); KEYS[9] `farinfo` a HASH with `count` (messages
+-- in far buckets) and `width` (the bucket width in ms, fixed when the topic's first far
+-- message is stored). A message is found by id without an index when the id is generated:
+-- a ULID of its due time, whose bucket is its time's. KEYS[8] `where` (id -> bucket) lists the
+-- others (user ids, and a generated id whose time falls in another bucket than its due time).
+local DEFAULT_BUCKET_MS = 60000
+-- Messages one call promotes at most (it passes them to single commands with `unpack`).
+local PROMOTE_MAX = 1000
+
+local bucket_width = nil
+local function width()
+  if not bucket_width then
+    bucket_width = tonumber(redis.call('HGET', KEYS[9], 'width')) or DEFAULT_BUCKET_MS
+  end
+  return bucket_width
+end
+
+local width_stored = false
+
+local function bucket_of(ms)
+  return math.floor(ms / width())
+end
+
+-- When bucket b is promoted: a whole bucket before it starts.
+local function promote_at(b)
+  return (b - 1) * width()
+end
+
+local function far_key(b)
+  return KEYS[7] .. ':' .. string.format('%d', b)
+end
+
+local function far_count(delta)
+  if delta ~= 0 then redis.call('HINCRBY', KEYS[9], 'count', delta) end
+end
+
+-- The time (unix ms) of a ULID: its first 10 characters, Crockford base 32; nil for an id
+-- that is not one.
+local CROCKFORD = nil
+local function id_time(id)
+  if #id ~= 26 then return nil end
+  if not CROCKFORD then
+    CROCKFORD = {}
+    local digits = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+    for i = 1, 32 do CROCKFORD[string.byte(digits, i)] = i - 1 end
+  end
+  local t = 0
+  for i = 1, 10 do
+    local v = CROCKFORD[string.byte(id, i)]
+    if not v then return nil end
+    t = t * 32 + v
+  end
+  return t
+end
+
+-- The far bucket that holds `id`, or nil.
+local function far_bucket(id)
+  if redis.call('EXISTS', KEYS[7]) == 0 then return nil end
+  local b = redis.call('HGET', KEYS[8], id)
+  if b then return tonumber(b) end
+  local t = id_time(id)
+  if t and redis.call('HEXISTS', far_key(bucket_of(t)), id) == 1 then return bucket_of(t) end
+  return nil
+end
+
+-- A far record: a fresh message (never claimed, no error, no option, no trace) as
+--   "F<due - start of its bucket> <due - enqueued>\n" .. payload
+-- (15 bytes of header for a message due in an hour), any other as its full envelope.
+local function far_encode(m, b)
+  if m.attempt == 0 and m.token == 0 and m.max_attempts == 0 and m.last_error == ''
+      and m.dead_reason == '' and m.trace == '' and m.due_ms >= m.enqueued_ms then
+    return string.format('F%d %d\n', m.due_ms - b * width(), m.due_ms - m.enqueued_ms) .. m.payload
+  end
+  return encode(m)
+end
+
+local function far_decode(raw, b)
+  if type(raw) ~= 'string' then return nil end
+  if string.byte(raw, 1) ~= 70 then return decode(raw) end -- not 'F'
+  local offset, delay, body = string.match(raw, '^F(%d+) (%d+)\n()')
+  if not offset then return nil end
+  local due = b * width() + tonumber(offset)
+  return {
+    attempt = 0, token = 0, max_attempts = 0, enqueued_ms = due - tonumber(delay), due_ms = due,
+    last_error = '', dead_reason = '', trace = '', payload = string.sub(raw, body),
+  }
+end
+
+-- Stores envelope `m` of `id` where its due time puts it: its far bucket while that bucket's
+-- promotion is still ahead, else the hot keys. Returns when the boss must look because of it:
+-- the due time, or the bucket's promotion.
+local function place(id, m, now)
+  local b = bucket_of(m.due_ms)
+  if promote_at(b) <= now then
+    redis.call('HSET', KEYS[3], id, encode(m))
+    redis.call('ZADD', KEYS[1], m.due_ms, id)
+    return m.due_ms
+  end
+  if not width_stored then
+    redis.call('HSETNX', KEYS[9], 'width', width())
+    width_stored = true
+  end
+  redis.call('HSET', far_key(b), id, far_encode(m, b))
+  redis.call('ZADD', KEYS[7], 'LT', m.due_ms, string.format('%d', b))
+  local t = id_time(id)
+  if not t or bucket_of(t) ~= b then redis.call('HSET', KEYS[8], id, string.format('%d', b)) end
+  far_count(1)
+  return promote_at(b)
+end
+
+-- Removes `id` from far bucket b.
+local function far_remove(id, b)
+  local key = far_key(b)
+  redis.call('HDEL', key, id)
+  redis.call('HDEL', KEYS[8], id)
+  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[7], string.format('%d', b)) end
+  far_count(-1)
+end
+
+-- When the boss must look next: the head of `delayed` or the promotion of the first far
+-- bucket, whichever is earlier; -1 when there is neither.
+local function next_due()
+  local due = head_score(KEYS[1])
+  local first = redis.call('ZRANGE', KEYS[7], 0, 0)
+  if first[1] then
+    local p = promote_at(tonumber(first[1]))
+    if due == -1 or p < due then due = p end
+  end
+  return due
+end
+
+-- Moves the messages of far buckets whose promotion time has come into the hot keys, at most
+-- PROMOTE_MAX a call (the boss calls again while one is due). A far record that does not parse
+-- goes to the hot keys as it is, due now, so that the claim dead-letters it.
+local function promote(now)
+  local moved = 0
+  while moved < PROMOTE_MAX do
+    local first = redis.call('ZRANGE', KEYS[7], 0, 0)
+    if not first[1] then break end
+    local b = tonumber(first[1])
+    if promote_at(b) > now then break end
+    local key = far_key(b)
+    local room = PROMOTE_MAX - moved
+    local flat
+    local whole = redis.call('HLEN', key) <= room
+    if whole then
+      flat = redis.call('HGETALL', key)
+    else
+      flat = redis.call('HRANDFIELD', key, room, 'WITHVALUES')
+    end
+    local ids, scores, envelopes = {}, {}, {}
+    for i = 1, #flat, 2 do
+      local id, raw = flat[i], flat[i + 1]
+      local m = far_decode(raw, b)
+      ids[#ids + 1] = id
+      envelopes[#envelopes + 1] = id
+      if m then
+        scores[#scores + 1] = m.due_ms
+        envelopes[#envelopes + 1] = encode(m)
+      else
+        scores[#scores + 1] = now
+        envelopes[#envelopes + 1] = raw
+      end
+      scores[#scores + 1] = id
+    end
+    if #ids > 0 then
+      redis.call('ZADD', KEYS[1], unpack(scores))
+      redis.call('HSET', KEYS[3], unpack(envelopes))
+      redis.call('HDEL', KEYS[8], unpack(ids))
+    end
+    if whole then
+      redis.call('DEL', key)
+      redis.call('ZREM', KEYS[7], first[1])
+    elseif #ids > 0 then
+      redis.call('HDEL', key, unpack(ids))
+    end
+    far_count(-#ids)
+    moved = moved + #ids
+  end
+  return moved
 end
