@@ -493,18 +493,25 @@ async fn main() {
                 vec![("precision (W4), 1 s delay x20".to_string(), r)]
             }
             "backlog_drain" => {
-                let mut cases = Vec::new();
-                for backlog in [10_000u64, 100_000, 1_000_000] {
-                    let mut r = Vec::new();
-                    for _ in 0..runs {
-                        r.push(bench.drain("bench.c200", backlog).await);
+                // Interleaved (each run drains once per backlog), so that machine drift
+                // touches each alike; the empty backlog is what the others compare with.
+                let backlogs = [0u64, 1_000_000, 10_000_000];
+                let mut results: Vec<Vec<Metrics>> = vec![Vec::new(); backlogs.len()];
+                for _ in 0..runs {
+                    for (i, backlog) in backlogs.iter().enumerate() {
+                        results[i].push(bench.drain("bench.c200", *backlog).await);
                     }
-                    cases.push((
-                        format!("backlog_drain (W5), c200, {backlog} pending far ahead"),
-                        r,
-                    ));
                 }
-                cases
+                backlogs
+                    .iter()
+                    .zip(results)
+                    .map(|(backlog, r)| {
+                        (
+                            format!("backlog_drain (W5), c200, {backlog} pending far ahead"),
+                            r,
+                        )
+                    })
+                    .collect()
             }
             "replica_wait" => {
                 if matches!(bench.redis, TestRedis::Single(_)) {

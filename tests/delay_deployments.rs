@@ -41,7 +41,8 @@ delayq_dev::on_each_deployment!(
     retry_then_dead,
     cancel,
     graceful_stop,
-    idle
+    idle,
+    far_buckets
 );
 
 // --- auto ack ---------------------------------------------------------------------------
@@ -251,5 +252,90 @@ async fn idle(kind: &str) {
         "{kind}: a message to an idle topic was handled {:?} after the send",
         sent.elapsed()
     );
+    rt.shutdown().await.unwrap();
+}
+
+// --- far buckets ------------------------------------------------------------------------
+
+static FAR: Seen<(String, u32, u64, u64)> = Seen::new();
+
+#[delay_listener(topic = "dep.far")]
+async fn on_far(msg: Message<Job>) {
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    let started = ms(std::time::SystemTime::now());
+    let job = msg.payload().clone();
+    FAR.push((job.on, job.n, ms(msg.due_at()), started));
+}
+
+/// Messages due beyond the next bucket wait in far bucket keys, found and promoted through
+/// the topic's hash tag on every deployment (1-second buckets here; the default is a minute).
+async fn far_buckets(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let _: () = redis.query(
+        redis::cmd("HSET")
+            .arg("delayq:{dep.far}:farinfo")
+            .arg("width")
+            .arg(1000),
+    );
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.far"]).await;
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        let job = Job { on: kind.into(), n };
+        let delay = Duration::from_millis(2_500 + 100 * u64::from(n));
+        ids.push(p.send("dep.far", &job, delay).await.unwrap());
+    }
+    let user = delayq_runtime::SendOptions::new()
+        .id("far-user-id")
+        .delay(Duration::from_secs(3));
+    p.send_with(
+        "dep.far",
+        &Job {
+            on: kind.into(),
+            n: 99,
+        },
+        user,
+    )
+    .await
+    .unwrap();
+    let far: Option<u64> = redis.query(
+        redis::cmd("HGET")
+            .arg("delayq:{dep.far}:farinfo")
+            .arg("count"),
+    );
+    assert_eq!(far, Some(21), "all wait in far buckets");
+    assert_eq!(
+        p.cancel("dep.far", &ids[0]).await.unwrap(),
+        Cancelled::Removed
+    );
+    let user_id = "far-user-id".parse().unwrap();
+    assert_eq!(
+        p.cancel("dep.far", &user_id).await.unwrap(),
+        Cancelled::Removed
+    );
+    let mine = || {
+        FAR.all()
+            .into_iter()
+            .filter(|f| f.0 == kind)
+            .collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while mine().len() < 19 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of 19 handled",
+            mine().len()
+        );
+        sleep_ms(20).await;
+    }
+    sleep_ms(300).await;
+    let seen = mine();
+    assert_eq!(seen.len(), 19, "the 19 not cancelled, once each: {seen:?}");
+    assert!(seen
+        .iter()
+        .all(|(_, n, due, started)| *n != 0 && *n != 99 && started >= due));
+    assert_eq!(p.counts("dep.far").await.unwrap().delayed, 0);
     rt.shutdown().await.unwrap();
 }
