@@ -7,8 +7,9 @@ use crate::error::Error;
 
 const MAX_ID_LEN: usize = 256;
 
-/// The id of a message: generated (a ULID: 26 characters, time-ordered, 80 random bits) or
-/// chosen by the user with [`SendOptions::id`](crate::SendOptions::id), used as given.
+/// The id of a message: generated (a ULID of the message's due time: 26 characters, ordered
+/// by due time, 80 random bits) or chosen by the user with
+/// [`SendOptions::id`](crate::SendOptions::id), used as given.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(String);
 

@@ -209,13 +209,28 @@ local function far_bucket(id)
   return nil
 end
 
+-- Base 36 (0-9a-z) of a whole number >= 0; Lua's tonumber(s, 36) reads it back.
+local BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function base36(n)
+  local s = ''
+  repeat
+    local d = n % 36
+    s = string.sub(BASE36, d + 1, d + 1) .. s
+    n = math.floor(n / 36)
+  until n == 0
+  return s
+end
+
 -- A far record: a fresh message (never claimed, no error, no option, no trace) as
 --   "F<due - start of its bucket> <due - enqueued>\n" .. payload
--- (15 bytes of header for a message due in an hour), any other as its full envelope.
+-- with both numbers in base 36 (ms): 12 bytes of header for a message due in an hour, which
+-- keeps a 96-byte payload's record in a 112-byte allocation. Any other message is stored as
+-- its full envelope.
 local function far_encode(m, b)
   if m.attempt == 0 and m.token == 0 and m.max_attempts == 0 and m.last_error == ''
       and m.dead_reason == '' and m.trace == '' and m.due_ms >= m.enqueued_ms then
-    return string.format('F%d %d\n', m.due_ms - b * width(), m.due_ms - m.enqueued_ms) .. m.payload
+    return 'F' .. base36(m.due_ms - b * width()) .. ' ' .. base36(m.due_ms - m.enqueued_ms) .. '\n'
+      .. m.payload
   end
   return encode(m)
 end
@@ -223,11 +238,12 @@ end
 local function far_decode(raw, b)
   if type(raw) ~= 'string' then return nil end
   if string.byte(raw, 1) ~= 70 then return decode(raw) end -- not 'F'
-  local offset, delay, body = string.match(raw, '^F(%d+) (%d+)\n()')
-  if not offset then return nil end
-  local due = b * width() + tonumber(offset)
+  local offset, delay, body = string.match(raw, '^F(%w+) (%w+)\n()')
+  offset, delay = tonumber(offset or '', 36), tonumber(delay or '', 36)
+  if not offset or not delay then return nil end
+  local due = b * width() + offset
   return {
-    attempt = 0, token = 0, max_attempts = 0, enqueued_ms = due - tonumber(delay), due_ms = due,
+    attempt = 0, token = 0, max_attempts = 0, enqueued_ms = due - delay, due_ms = due,
     last_error = '', dead_reason = '', trace = '', payload = string.sub(raw, body),
   }
 end
