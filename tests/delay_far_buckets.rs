@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayq_dev::{producer, RedisServer, Seen};
 use delayq_runtime::{
-    delay_listener, Cancelled, Message, MessageId, Producer, Runtime, SendOptions, SendOutcome,
+    delay_listener, Cancelled, Message, MessageId, Runtime, SendOptions, SendOutcome,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -176,8 +176,7 @@ fn far_index(server: &RedisServer, topic: &str) -> Vec<String> {
         .unwrap()
 }
 
-async fn bucket_of(server: &RedisServer, p: &Producer, topic: &str, id: &MessageId) -> Option<u64> {
-    let _ = p;
+fn bucket_of(server: &RedisServer, topic: &str, id: &MessageId) -> Option<u64> {
     let (_, _, buckets) = where_held(server, topic);
     buckets
         .iter()
@@ -194,14 +193,14 @@ async fn delay_reschedule_cancel_and_dedup_across_far_buckets() {
 
     // A generated id: found by its time, no index entry.
     let a = p.send(t, &1u32, Duration::from_secs(30)).await.unwrap();
-    let first = bucket_of(&server, &p, t, &a).await.expect("a is far");
+    let first = bucket_of(&server, t, &a).expect("a is far");
     assert!(
         far_index(&server, t).is_empty(),
         "a generated id needs no index entry"
     );
     // Rescheduled to another far bucket: its id no longer tells the bucket, the index does.
     assert!(p.reschedule(t, &a, Duration::from_secs(60)).await.unwrap());
-    let second = bucket_of(&server, &p, t, &a).await.expect("a is still far");
+    let second = bucket_of(&server, t, &a).expect("a is still far");
     assert!(
         second >= first + 29,
         "moved from bucket {first} to {second}"
@@ -244,7 +243,7 @@ async fn delay_reschedule_cancel_and_dedup_across_far_buckets() {
     let b = p.send(t, &5u32, Duration::from_millis(300)).await.unwrap();
     assert!(p.reschedule(t, &b, Duration::from_secs(3)).await.unwrap());
     assert!(
-        bucket_of(&server, &p, t, &b).await.is_some(),
+        bucket_of(&server, t, &b).is_some(),
         "b moved to a far bucket"
     );
 
@@ -256,5 +255,51 @@ async fn delay_reschedule_cancel_and_dedup_across_far_buckets() {
     for (_, due, started) in &seen {
         assert!(started >= due, "never early: {seen:?}");
     }
+    assert_eq!(where_held(&server, t), (0, 0, vec![]));
+}
+
+/// (attempt, due ms, started ms)
+static RETRIED: Seen<(u32, u64, u64)> = Seen::new();
+
+#[delay_listener(topic = "far.retry", backoff = "fixed(3s)")]
+async fn on_retry(msg: Message<u32>) -> Result<(), String> {
+    let started = unix_ms(SystemTime::now());
+    RETRIED.push((msg.attempt(), unix_ms(msg.due_at()), started));
+    if msg.attempt() == 1 {
+        return Err("first run fails".into());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn delay_a_retry_with_a_long_backoff_waits_in_a_far_bucket() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "far.retry";
+    bucket_width(&server, t, 1000);
+    let rt = runtime(&server, t).await;
+    let id = p.send(t, &1u32, Duration::ZERO).await.unwrap();
+    wait_for("the first run", || !RETRIED.is_empty()).await;
+    // The 3 s backoff is more than a bucket ahead: the retry waits far, with its full
+    // envelope (attempt and last error kept).
+    wait_for("the retry in a far bucket", || {
+        where_held(&server, t).1 == 1
+    })
+    .await;
+    assert_eq!(where_held(&server, t).0, 0, "not in the hot keys");
+    let peeked = p.peek(t, 0..1).await.unwrap();
+    assert_eq!(peeked[0].id, id);
+    assert_eq!(peeked[0].attempts, 1);
+    assert_eq!(peeked[0].last_error.as_deref(), Some("first run fails"));
+    wait_for("the second run", || RETRIED.len() >= 2).await;
+    rt.shutdown().await.unwrap();
+    let runs = RETRIED.all();
+    assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);
+    let (_, due, started) = runs[1];
+    assert!(
+        started >= due,
+        "the retry ran before its due time: {runs:?}"
+    );
+    assert!(due >= runs[0].2 + 2_900, "after the 3 s backoff: {runs:?}");
     assert_eq!(where_held(&server, t), (0, 0, vec![]));
 }

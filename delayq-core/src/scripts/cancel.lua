@@ -9,9 +9,10 @@ if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
   return 'removed'
 end
-local b = far_bucket(id)
+local b = far_bucket(id, id_time(id))
 if b then
   far_remove(id, b)
+  far_flush()
   return 'removed'
 end
 return 'notfound'

@@ -49,5 +49,6 @@ if #ids > 0 then
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
   if inflight_was_empty and #scores > 0 then wake(WAKE_BACK) end
 end
+far_flush()
 out[2] = next_due()
 return out

@@ -22,7 +22,7 @@ if ARGV[4] == 'id' then
   if score then
     add(id, score, redis.call('HGET', KEYS[3], id))
   elseif set == KEYS[1] then
-    local b = far_bucket(id)
+    local b = far_bucket(id, id_time(id))
     local m = b and far_decode(redis.call('HGET', far_key(b), id), b)
     if m then add(id, string.format('%d', m.due_ms), encode(m)) end
   end

@@ -26,7 +26,8 @@ local old_next = next_due()
 m.due_ms = now + tonumber(ARGV[5])
 -- A long backoff puts the message in a far bucket, like a send.
 redis.call('HDEL', KEYS[3], id)
-local look = place(id, m, now)
+local look = place(id, m, now, id_time(id))
+far_flush()
 if old_next == -1 or look < old_next then wake(WAKE_BOSS) end
 count('retry', 1, now)
 return 'retry'

@@ -172,12 +172,36 @@ local function promote_at(b)
   return (b - 1) * width()
 end
 
+-- Bucket keys and member names, made once per bucket and call.
+local far_keys, far_members = {}, {}
 local function far_key(b)
-  return KEYS[7] .. ':' .. string.format('%d', b)
+  local key = far_keys[b]
+  if not key then
+    far_members[b] = string.format('%d', b)
+    key = KEYS[7] .. ':' .. far_members[b]
+    far_keys[b] = key
+  end
+  return key
+end
+local function far_member(b)
+  far_key(b)
+  return far_members[b]
 end
 
+-- Changes to `far` and the far count, gathered while a script places messages and written
+-- once by far_flush() (a send of 10,000 messages writes them once, not 10,000 times). Every
+-- script that calls place() calls far_flush() before it returns.
+local far_delta, far_heads = 0, {}
 local function far_count(delta)
-  if delta ~= 0 then redis.call('HINCRBY', KEYS[9], 'count', delta) end
+  far_delta = far_delta + delta
+end
+local function far_flush()
+  for b, due in pairs(far_heads) do
+    redis.call('ZADD', KEYS[7], 'LT', due, far_member(b))
+  end
+  far_heads = {}
+  if far_delta ~= 0 then redis.call('HINCRBY', KEYS[9], 'count', far_delta) end
+  far_delta = 0
 end
 
 -- The time (unix ms) of a ULID: its first 10 characters, Crockford base 32; nil for an id
@@ -199,26 +223,24 @@ local function id_time(id)
   return t
 end
 
--- The far bucket that holds `id`, or nil.
-local function far_bucket(id)
-  if redis.call('EXISTS', KEYS[7]) == 0 then return nil end
+-- Whether KEYS[7] / KEYS[8] exist, read once per call (place() creates them).
+local any_far, any_where = nil, nil
+
+-- The far bucket that holds `id` (whose ULID time is `t`, nil for another id), or nil.
+local function far_bucket(id, t)
+  if any_far == nil then
+    any_far = redis.call('EXISTS', KEYS[7]) == 1 or far_delta ~= 0
+  end
+  if not any_far then return nil end
+  if t then
+    local b = bucket_of(t)
+    if redis.call('HEXISTS', far_key(b), id) == 1 then return b end
+  end
+  if any_where == nil then any_where = redis.call('EXISTS', KEYS[8]) == 1 end
+  if not any_where then return nil end
   local b = redis.call('HGET', KEYS[8], id)
   if b then return tonumber(b) end
-  local t = id_time(id)
-  if t and redis.call('HEXISTS', far_key(bucket_of(t)), id) == 1 then return bucket_of(t) end
   return nil
-end
-
--- Base 36 (0-9a-z) of a whole number >= 0; Lua's tonumber(s, 36) reads it back.
-local BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz'
-local function base36(n)
-  local s = ''
-  repeat
-    local d = n % 36
-    s = string.sub(BASE36, d + 1, d + 1) .. s
-    n = math.floor(n / 36)
-  until n == 0
-  return s
 end
 
 -- A far record: a fresh message (never claimed, no error, no option, no trace) as
@@ -226,6 +248,20 @@ end
 -- with both numbers in base 36 (ms): 12 bytes of header for a message due in an hour, which
 -- keeps a 96-byte payload's record in a 112-byte allocation. Any other message is stored as
 -- its full envelope.
+local function base36(n)
+  local digits = {}
+  repeat
+    local d = n % 36
+    digits[#digits + 1] = d < 10 and 48 + d or 87 + d -- '0'.., 'a'..
+    n = (n - d) / 36
+  until n == 0
+  local k = #digits
+  for i = 1, math.floor(k / 2) do
+    digits[i], digits[k + 1 - i] = digits[k + 1 - i], digits[i]
+  end
+  return string.char(unpack(digits))
+end
+
 local function far_encode(m, b)
   if m.attempt == 0 and m.token == 0 and m.max_attempts == 0 and m.last_error == ''
       and m.dead_reason == '' and m.trace == '' and m.due_ms >= m.enqueued_ms then
@@ -248,10 +284,10 @@ local function far_decode(raw, b)
   }
 end
 
--- Stores envelope `m` of `id` where its due time puts it: its far bucket while that bucket's
--- promotion is still ahead, else the hot keys. Returns when the boss must look because of it:
--- the due time, or the bucket's promotion.
-local function place(id, m, now)
+-- Stores envelope `m` of `id` (ULID time `t`, or nil) where its due time puts it: its far
+-- bucket while that bucket's promotion is still ahead, else the hot keys. Returns when the
+-- boss must look because of it: the due time, or the bucket's promotion. (Then far_flush().)
+local function place(id, m, now, t)
   local b = bucket_of(m.due_ms)
   if promote_at(b) <= now then
     redis.call('HSET', KEYS[3], id, encode(m))
@@ -263,29 +299,43 @@ local function place(id, m, now)
     width_stored = true
   end
   redis.call('HSET', far_key(b), id, far_encode(m, b))
-  redis.call('ZADD', KEYS[7], 'LT', m.due_ms, string.format('%d', b))
-  local t = id_time(id)
-  if not t or bucket_of(t) ~= b then redis.call('HSET', KEYS[8], id, string.format('%d', b)) end
+  local head = far_heads[b]
+  if not head or m.due_ms < head then far_heads[b] = m.due_ms end
+  if not t or bucket_of(t) ~= b then
+    redis.call('HSET', KEYS[8], id, far_member(b))
+    any_where = true
+  end
+  any_far = true
   far_count(1)
   return promote_at(b)
 end
 
--- Removes `id` from far bucket b.
+-- Removes `id` from far bucket b. (Then far_flush().)
 local function far_remove(id, b)
   local key = far_key(b)
   redis.call('HDEL', key, id)
   redis.call('HDEL', KEYS[8], id)
-  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[7], string.format('%d', b)) end
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', KEYS[7], far_member(b))
+    far_heads[b] = nil
+  end
   far_count(-1)
 end
 
 -- When the boss must look next: the head of `delayed` or the promotion of the first far
 -- bucket, whichever is earlier; -1 when there is neither.
+-- (promote() leaves in far_head the first far bucket it saw and left, false for none, so
+-- that claim_due need not read it again.)
+local far_head = nil
 local function next_due()
   local due = head_score(KEYS[1])
-  local first = redis.call('ZRANGE', KEYS[7], 0, 0)
-  if first[1] then
-    local p = promote_at(tonumber(first[1]))
+  local b = far_head
+  if b == nil then
+    local first = redis.call('ZRANGE', KEYS[7], 0, 0)
+    b = first[1] and tonumber(first[1]) or false
+  end
+  if b then
+    local p = promote_at(b)
     if due == -1 or p < due then due = p end
   end
   return due
@@ -298,9 +348,15 @@ local function promote(now)
   local moved = 0
   while moved < PROMOTE_MAX do
     local first = redis.call('ZRANGE', KEYS[7], 0, 0)
-    if not first[1] then break end
+    if not first[1] then
+      far_head = false
+      break
+    end
     local b = tonumber(first[1])
-    if promote_at(b) > now then break end
+    if promote_at(b) > now then
+      far_head = b
+      break
+    end
     local key = far_key(b)
     local room = PROMOTE_MAX - moved
     local flat

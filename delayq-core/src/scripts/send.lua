@@ -16,6 +16,7 @@ for i = 3, #ARGV, 7 do
   local due = tonumber(ARGV[i + 3])
   if kind == 'delay' then due = now + due end
   local outcome = 'created'
+  local t = id_time(id)
   if redis.call('HEXISTS', KEYS[3], id) == 1 then
     if redis.call('ZSCORE', KEYS[2], id) then
       outcome = 'duplicate'
@@ -32,7 +33,7 @@ for i = 3, #ARGV, 7 do
     end
     if outcome ~= 'duplicate' then redis.call('HDEL', KEYS[3], id) end
   else
-    local b = far_bucket(id)
+    local b = far_bucket(id, t)
     if b then
       if mode == 'replace' then
         outcome = 'replaced'
@@ -47,11 +48,12 @@ for i = 3, #ARGV, 7 do
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
       due_ms = due, last_error = '', dead_reason = '', trace = ARGV[i + 5], payload = ARGV[i + 6] }
-    local look = place(id, m, now)
+    local look = place(id, m, now, t)
     if earliest == -1 or look < earliest then earliest = look end
   end
   out[#out + 1] = outcome
 end
+far_flush()
 -- Wake the bosses when this send moved the time they must look earlier, or when that time
 -- has already come (then a boss may not know of it: a wake-up lost in a reconnect, or a
 -- foreign write).
