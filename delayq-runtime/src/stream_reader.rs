@@ -2,8 +2,12 @@
 //! asking for no more entries than there are free handler slots, and starts a worker per
 //! entry. An idle stream costs one blocked read a minute.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use delayq_core::protocol::{RedisConn, StreamEntry};
 use tokio::sync::OwnedSemaphorePermit;
@@ -18,13 +22,18 @@ const BLOCK: Duration = Duration::from_secs(60);
 /// How long a read waits for more free slots once one is free.
 const GATHER_WAIT: Duration = Duration::from_millis(2);
 
-/// Starts a worker for `entry` on `permit`, unless the entry is a replay meant for another
-/// group (acked here without running).
-pub(crate) fn dispatch(
+/// Entries one task runs at most. The entries of one read run in a few tasks, each polling
+/// its handlers together, rather than a task each: a spawn per entry cost more than the rest of
+/// the reader's work per entry. A large read still spreads over the runtime's threads.
+const ENTRIES_PER_TASK: usize = 16;
+
+/// The run of `entry` on `permit`: its worker, or, for a replay meant for another group, an
+/// ack without running.
+fn entry_run(
     stream: &Arc<StreamRuntime>,
     entry: StreamEntry,
     permit: OwnedSemaphorePermit,
-) {
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     if let Some(group) = entry
         .replay_for
         .as_deref()
@@ -32,11 +41,10 @@ pub(crate) fn dispatch(
     {
         tracing::debug!(id = %entry.id, replay_for = group, "a replay for another group; acked without running");
         let acks = stream.acks.clone();
-        tokio::spawn(async move {
+        return Box::pin(async move {
             drop(permit);
             let _ = acks.ack(entry.id).await;
         });
-        return;
     }
     let span = tracing::warn_span!(
         "delayq.handle",
@@ -45,7 +53,23 @@ pub(crate) fn dispatch(
         id = %entry.id,
         attempt = entry.deliveries
     );
-    tokio::spawn(worker::run_entry(stream.clone(), entry, permit).instrument(span));
+    Box::pin(worker::run_entry(stream.clone(), entry, permit).instrument(span))
+}
+
+/// Starts the runs of `entries`, each on its permit.
+pub(crate) fn dispatch(
+    stream: &Arc<StreamRuntime>,
+    entries: Vec<(StreamEntry, OwnedSemaphorePermit)>,
+) {
+    let mut entries = entries.into_iter().peekable();
+    while entries.peek().is_some() {
+        let runs: FuturesUnordered<_> = entries
+            .by_ref()
+            .take(ENTRIES_PER_TASK)
+            .map(|(entry, permit)| entry_run(stream, entry, permit))
+            .collect();
+        tokio::spawn(runs.for_each(|()| std::future::ready(())));
+    }
 }
 
 /// Creates the group again (it was deleted, or the stream with it), retrying until Redis
@@ -118,6 +142,7 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
             Ok(entries) => {
                 stream.health.ok();
                 retry.reset();
+                let mut runs = Vec::with_capacity(entries.len());
                 for entry in entries {
                     // One permit per entry read; those left over return when `permits` drops.
                     let permit = match permits.split(1) {
@@ -127,8 +152,9 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
                             Err(_) => return,
                         },
                     };
-                    dispatch(&stream, entry, permit);
+                    runs.push((entry, permit));
                 }
+                dispatch(&stream, runs);
             }
             Err(error) => {
                 drop(permits);

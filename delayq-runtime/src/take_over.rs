@@ -62,7 +62,7 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>) {
                 Ok(p) => p,
                 Err(_) => return,
             };
-            dispatch(&stream, entry, permit);
+            dispatch(&stream, vec![(entry, permit)]);
         }
         cursor = report.cursor;
         if cursor.is_some() {

@@ -182,6 +182,9 @@ async fn drive<L: Settle>(
     let mut lease_lost = false;
     let finished = loop {
         tokio::select! {
+            // The handler first: most finish at their first poll, and then the renewal timer
+            // is never registered.
+            biased;
             result = &mut handler => break result,
             _ = tokio::time::sleep(renew_every), if !lease_lost => {
                 if lease.is_settled() {
