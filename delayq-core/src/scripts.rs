@@ -94,10 +94,7 @@ impl Due {
     pub(crate) fn expected_unix_ms(self) -> u64 {
         match self {
             Due::InMs(ms) => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                crate::envelope::millis(now).saturating_add(ms)
+                crate::envelope::time_to_ms(std::time::SystemTime::now()).saturating_add(ms)
             }
             Due::AtMs(ms) => ms,
         }

@@ -1,6 +1,6 @@
 //! The reader of a stream listener: blocks in `XREADGROUP … >` on a connection of its own,
 //! asking for no more entries than there are free handler slots, and starts a worker per
-//! entry. An idle stream costs one blocked read a minute.
+//! entry (the workers of one read in a few tasks). An idle stream costs one blocked read a minute.
 
 use std::future::Future;
 use std::pin::Pin;
