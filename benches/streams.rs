@@ -3,6 +3,7 @@
 //!
 //!     cargo bench --bench streams                   # drain and idle
 //!     cargo bench --bench streams -- drain --runs 5
+//!     cargo bench --bench streams -- drain --only c200    # rows whose name holds "c200"
 //!
 //! - drain: 100,000 entries (≈ 100-byte JSON payloads) already in the stream, consumed and
 //!   acked by a `#[stream_listener]` at concurrency 50 and 200, next to the baseline: a plain
@@ -221,6 +222,7 @@ async fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let mut runs = 3;
+    let mut only: Option<String> = None;
     let mut workloads = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -235,9 +237,13 @@ async fn main() {
                     });
                 i += 1;
             }
+            "--only" => {
+                only = args.get(i + 1).cloned();
+                i += 1;
+            }
             w @ ("drain" | "idle") => workloads.push(w.to_string()),
             other => {
-                eprintln!("unknown argument {other:?}; use drain, idle, --runs N");
+                eprintln!("unknown argument {other:?}; use drain, idle, --runs N, --only ROW");
                 std::process::exit(2)
             }
         }
@@ -259,6 +265,9 @@ async fn main() {
                 "delayq c50",
                 "delayq c200",
             ] {
+                if only.as_deref().is_some_and(|o| !name.contains(o)) {
+                    continue;
+                }
                 rows.push((name, Vec::new(), Vec::new()));
             }
             // Interleaved, so that machine drift touches each alike.
@@ -274,12 +283,32 @@ async fn main() {
                     row.2.push(usec);
                 }
             }
+            // Each round's delayq rate over the same round's baseline: steadier than a ratio
+            // of medians when the machine's speed drifts between rounds.
+            let rates_of = |name: &str| rows.iter().find(|r| r.0 == name).map(|r| r.1.clone());
+            let mut ratios = Vec::new();
+            for (delayq, baseline) in [
+                ("delayq c200", "baseline COUNT 200"),
+                ("delayq c50", "baseline COUNT 50"),
+                ("delayq c50", "baseline COUNT 200"),
+            ] {
+                if let (Some(d), Some(b)) = (rates_of(delayq), rates_of(baseline)) {
+                    let mut r: Vec<f64> = d.iter().zip(&b).map(|(d, b)| 100.0 * d / b).collect();
+                    ratios.push(format!("  {delayq} / {baseline}: {} %", summary(&mut r)));
+                }
+            }
             for (name, rates, usecs) in rows.iter_mut() {
                 println!(
                     "  {name:<26} entries/s {}   Redis µs/entry {}",
                     summary(rates),
                     summary(usecs)
                 );
+            }
+            if !ratios.is_empty() {
+                println!("  per round:");
+                for line in ratios {
+                    println!("  {line}");
+                }
             }
         } else {
             let per_stream = idle(&server).await;

@@ -44,6 +44,40 @@ async fn stream_entries_are_handled_once_and_acked() {
     rt.shutdown().await.unwrap();
 }
 
+static RESP3: Seen<(String, u32)> = Seen::new();
+
+#[stream_listener(stream = "st.resp3", group = "g", concurrency = 8)]
+async fn resp3(msg: StreamMessage<u32>) {
+    RESP3.push((msg.id().to_string(), *msg.payload()));
+}
+
+/// The reader parses `XREADGROUP` replies itself: over RESP3 they come as maps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_entries_read_over_resp3_are_handled_once_with_their_ids() {
+    init_tracing();
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = delayq_runtime::Runtime::builder()
+        .redis_url(format!("{}?protocol=resp3", server.url()))
+        .streams(["st.resp3"])
+        .spawn()
+        .await
+        .expect("spawn over RESP3");
+    let mut ids = Vec::new();
+    for n in 0..300u32 {
+        ids.push((p.publish("st.resp3", &n).await.unwrap(), n));
+    }
+    let mut seen = RESP3.wait_for(300, Duration::from_secs(20)).await;
+    seen.sort_unstable_by_key(|(_, n)| *n);
+    let expected: Vec<(String, u32)> = ids.into_iter().map(|(id, n)| (id.to_string(), n)).collect();
+    assert_eq!(seen, expected, "each entry handled once, with its id");
+    wait_until(Duration::from_secs(5), "all acked", || {
+        pending_entries(&server, "st.resp3", "g") == 0
+    })
+    .await;
+    rt.shutdown().await.unwrap();
+}
+
 static HEALED: AtomicBool = AtomicBool::new(false);
 static POISON_RUNS: Seen<(String, u32)> = Seen::new();
 static POISON_OK: Seen<String> = Seen::new();

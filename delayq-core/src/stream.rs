@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::streams::StreamReadReply;
 use redis::{ScriptInvocation, Value};
 
 use crate::conn::RedisConn;
@@ -64,8 +63,8 @@ pub fn dead_stream(stream: &str) -> String {
 /// An entry as a consumer receives it.
 #[derive(Debug, Clone)]
 pub struct StreamEntry {
-    /// The entry id (`<ms>-<seq>`).
-    pub id: String,
+    /// The entry id (`<ms>-<seq>`), shared by a delivery's lease, books and ack.
+    pub id: Arc<str>,
     /// The `payload` field, if the entry has one.
     pub payload: Option<Vec<u8>>,
     /// Deliveries to the group so far, this one included (1 on the first).
@@ -75,25 +74,70 @@ pub struct StreamEntry {
 }
 
 impl StreamEntry {
-    fn from_fields(id: String, fields: impl IntoIterator<Item = (String, Value)>) -> Self {
+    /// An entry from its id and its field list as Redis sends it (`field value …`; a map in
+    /// RESP3; nil for an entry deleted since), taking the values' bytes rather than copying.
+    fn from_reply(id: &Value, fields: Value) -> Option<Self> {
         let mut entry = StreamEntry {
-            id,
+            id: std::str::from_utf8(value_str(id)?).ok()?.into(),
             payload: None,
             deliveries: 1,
             replay_for: None,
         };
-        for (name, value) in fields {
-            let Some(bytes) = value_bytes(&value) else {
-                continue;
-            };
-            match name.as_str() {
-                PAYLOAD_FIELD => entry.payload = Some(bytes),
-                REPLAY_FOR_FIELD => entry.replay_for = String::from_utf8(bytes).ok(),
-                _ => {}
+        let mut take = |name: Value, value: Value| match value_str(&name) {
+            Some(n) if n == PAYLOAD_FIELD.as_bytes() => entry.payload = value_into_bytes(value),
+            Some(n) if n == REPLAY_FOR_FIELD.as_bytes() => {
+                entry.replay_for = value_into_bytes(value).and_then(|b| String::from_utf8(b).ok())
             }
+            _ => {}
+        };
+        match fields {
+            Value::Array(items) => {
+                let mut items = items.into_iter();
+                while let (Some(name), Some(value)) = (items.next(), items.next()) {
+                    take(name, value);
+                }
+            }
+            Value::Map(pairs) => pairs.into_iter().for_each(|(n, v)| take(n, v)),
+            _ => {}
         }
-        entry
+        Some(entry)
     }
+}
+
+/// The entries of an `XREADGROUP` reply (nil, or per stream its name and `[id, fields]`
+/// pairs; a map of streams in RESP3), parsed in place: a decoded `StreamReadReply` built a
+/// map per entry and copied each payload twice on the way.
+fn read_entries(reply: Value) -> Result<Vec<StreamEntry>> {
+    let streams: Vec<Value> = match reply {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|s| match s {
+                Value::Array(kv) => kv.into_iter().nth(1),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(pairs) => pairs.into_iter().map(|(_, v)| v).collect(),
+        other => return Err(Error::unexpected("XREADGROUP", &other)),
+    };
+    let mut entries = Vec::new();
+    for list in streams {
+        let Value::Array(list) = list else { continue };
+        entries.reserve(list.len());
+        for item in list {
+            let mut parts = match item {
+                Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
+                other => return Err(Error::unexpected("XREADGROUP entry", &other)),
+            };
+            let (Some(id), Some(fields)) = (parts.next(), parts.next()) else {
+                unreachable!("two parts")
+            };
+            let entry = StreamEntry::from_reply(&id, fields)
+                .ok_or_else(|| Error::unexpected("XREADGROUP entry id", &id))?;
+            entries.push(entry);
+        }
+    }
+    Ok(entries)
 }
 
 /// What one take-over step did.
@@ -138,6 +182,25 @@ impl std::fmt::Debug for StreamGroup {
             .field("keys", &self.keys)
             .field("consumer", &self.consumer)
             .finish()
+    }
+}
+
+/// A string value's bytes, borrowed.
+fn value_str(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// A field value as bytes, taken: strings and integers.
+fn value_into_bytes(v: Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
+        _ => None,
     }
 }
 
@@ -236,15 +299,10 @@ impl StreamGroup {
             .arg("STREAMS")
             .arg(&self.keys.stream)
             .arg(">");
-        let reply: Option<StreamReadReply> = reader
+        let reply: Value = reader
             .run(|mut c| async move { cmd.query_async(&mut c).await })
             .await?;
-        Ok(reply
-            .into_iter()
-            .flat_map(|r| r.keys)
-            .flat_map(|k| k.ids)
-            .map(|e| StreamEntry::from_fields(e.id, e.map))
-            .collect())
+        read_entries(reply)
     }
 
     /// Acks handled entries with one `XACK`. Per id `true`: a stream ack is not fenced by
@@ -252,9 +310,12 @@ impl StreamGroup {
     /// was handled), and an id that was no longer pending (acked already, or dead-lettered)
     /// is acked all the same. One `XACK` for the batch costs Redis about 0.2 µs an entry; a
     /// per-id answer (a script, one `XACK` each) cost 1.5 µs, more than the read itself.
-    pub async fn ack(&self, ids: &[String]) -> Result<Vec<bool>> {
+    pub async fn ack(&self, ids: &[impl AsRef<str>]) -> Result<Vec<bool>> {
         let mut cmd = redis::cmd("XACK");
-        cmd.arg(&self.keys.stream).arg(&self.keys.group).arg(ids);
+        cmd.arg(&self.keys.stream).arg(&self.keys.group);
+        for id in ids {
+            cmd.arg(id.as_ref());
+        }
         let acked: usize = self
             .conn
             .run(|mut c| async move { cmd.query_async(&mut c).await })
@@ -268,11 +329,16 @@ impl StreamGroup {
         Ok(vec![true; ids.len()])
     }
 
-    async fn hold(&self, ids: &[String], idle: Duration, change: i32) -> Result<Vec<bool>> {
+    async fn hold(
+        &self,
+        ids: &[impl AsRef<str>],
+        idle: Duration,
+        change: i32,
+    ) -> Result<Vec<bool>> {
         let mut inv = self.script(&STREAM_SCRIPTS.hold);
         inv.arg(millis(idle)).arg(change);
         for id in ids {
-            inv.arg(id);
+            inv.arg(id.as_ref());
         }
         let held: Vec<u8> = self.invoke(inv).await?;
         Ok(held.into_iter().map(|h| h == 1).collect())
@@ -280,7 +346,7 @@ impl StreamGroup {
 
     /// Resets the idle time of entries this consumer holds, so that nobody takes them over
     /// for `min_idle` from now; per id, `false` when it no longer holds it.
-    pub async fn renew(&self, ids: &[String]) -> Result<Vec<bool>> {
+    pub async fn renew(&self, ids: &[impl AsRef<str>]) -> Result<Vec<bool>> {
         self.hold(ids, Duration::ZERO, 0).await
     }
 
@@ -292,12 +358,12 @@ impl StreamGroup {
         min_idle: Duration,
     ) -> Result<bool> {
         let idle = min_idle.saturating_sub(backoff);
-        Ok(self.hold(&[id.to_string()], idle, 0).await?.first() == Some(&true))
+        Ok(self.hold(&[id], idle, 0).await?.first() == Some(&true))
     }
 
     /// Hands entries back at a clean stop: they may be taken over at once, and the delivery
     /// this consumer made does not count. How many it still held.
-    pub async fn hand_back(&self, ids: &[String], min_idle: Duration) -> Result<usize> {
+    pub async fn hand_back(&self, ids: &[impl AsRef<str>], min_idle: Duration) -> Result<usize> {
         let held = self.hold(ids, min_idle, -1).await?;
         Ok(held.into_iter().filter(|h| *h).count())
     }
@@ -328,11 +394,7 @@ impl StreamGroup {
             let [id, fields, deliveries] = array(item) else {
                 return Err(bad());
             };
-            let fields = array(fields);
-            let pairs = fields
-                .chunks(2)
-                .filter_map(|kv| Some((text(kv.first()?)?, kv.get(1)?.clone())));
-            let mut entry = StreamEntry::from_fields(text(id).ok_or_else(bad)?, pairs);
+            let mut entry = StreamEntry::from_reply(id, fields.clone()).ok_or_else(bad)?;
             entry.deliveries = text(deliveries)
                 .and_then(|d| d.parse().ok())
                 .ok_or_else(bad)?;

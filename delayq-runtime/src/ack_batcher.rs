@@ -14,7 +14,7 @@ const MAX_BATCH: usize = 1_000;
 /// Where a batch of acks goes: one call, one answer per item (`true` acked, `false` stale).
 pub(crate) trait AckSink: Send + Sync + 'static {
     /// What identifies one delivery to ack.
-    type Item: Clone + Send + 'static;
+    type Item: Send + 'static;
     fn ack_all(
         &self,
         items: Vec<Self::Item>,
@@ -29,7 +29,7 @@ impl AckSink for TopicQueue {
 }
 
 impl AckSink for StreamGroup {
-    type Item = String;
+    type Item = std::sync::Arc<str>;
     async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
         self.ack(&items).await
     }
@@ -68,26 +68,28 @@ impl<S: AckSink> AckBatcher<S> {
 }
 
 async fn run<S: AckSink>(sink: S, mut requests: mpsc::UnboundedReceiver<AckRequest<S::Item>>) {
-    let mut batch = Vec::new();
+    let mut replies = Vec::new();
     while let Some(first) = requests.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match requests.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
+        // The items go to the sink by value, the replies wait here.
+        let mut items = Vec::with_capacity(requests.len().min(MAX_BATCH - 1) + 1);
+        let mut next = Some(first);
+        while let Some(r) = next.take() {
+            items.push(r.item);
+            replies.push(r.reply);
+            if replies.len() < MAX_BATCH {
+                next = requests.try_recv().ok();
             }
         }
-        let items: Vec<S::Item> = batch.iter().map(|r| r.item.clone()).collect();
         match sink.ack_all(items).await {
             Ok(acked) => {
-                for (r, ok) in batch.drain(..).zip(acked) {
-                    let _ = r.reply.send(Ok(ok));
+                for (reply, ok) in replies.drain(..).zip(acked) {
+                    let _ = reply.send(Ok(ok));
                 }
             }
             Err(e) => {
                 let shared = std::sync::Arc::new(e);
-                for r in batch.drain(..) {
-                    let _ = r.reply.send(Err(Error::Shared(shared.clone())));
+                for reply in replies.drain(..) {
+                    let _ = reply.send(Err(Error::Shared(shared.clone())));
                 }
             }
         }

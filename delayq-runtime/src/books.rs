@@ -2,32 +2,33 @@
 //! so that a shutdown can hand them back. A topic's deliveries are keyed by (id, token), a
 //! stream's by entry id.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Claimed deliveries by key, each with its "settled" flag.
+/// The keys of the deliveries claimed and not yet settled. A delivery leaves the books when
+/// it is settled (under the same lock), so whatever is in them is unsettled.
 pub(crate) struct Books<K> {
-    claims: Mutex<HashMap<K, Arc<AtomicBool>>>,
+    claims: Mutex<HashSet<K>>,
 }
 
 impl<K> Default for Books<K> {
     fn default() -> Self {
         Books {
-            claims: Mutex::new(HashMap::new()),
+            claims: Mutex::new(HashSet::new()),
         }
     }
 }
 
 impl<K: Eq + Hash> Books<K> {
-    fn claims(&self) -> MutexGuard<'_, HashMap<K, Arc<AtomicBool>>> {
-        // A panic while holding this lock cannot leave the map half-updated.
+    fn claims(&self) -> MutexGuard<'_, HashSet<K>> {
+        // A panic while holding this lock cannot leave the set half-updated.
         self.claims.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn enter(&self, key: K, settled: Arc<AtomicBool>) {
-        self.claims().insert(key, settled);
+    pub(crate) fn enter(&self, key: K) {
+        self.claims().insert(key);
     }
 
     pub(crate) fn remove(&self, key: &K) {
@@ -40,20 +41,16 @@ impl<K: Eq + Hash> Books<K> {
 
     /// Every unsettled delivery, taken off the books.
     pub(crate) fn take_unsettled(&self) -> Vec<K> {
-        self.claims()
-            .drain()
-            .filter(|(_, settled)| !settled.load(Ordering::Acquire))
-            .map(|(key, _)| key)
-            .collect()
+        self.claims().drain().collect()
     }
 }
 
-/// One delivery's place in its books: the settled flag the books see, and the calls that
-/// settle it or take it off. The topic lease and the stream lease each hold one.
+/// One delivery's place in its books: its settled flag, and the calls that settle it or take
+/// it off. The topic lease and the stream lease each hold one.
 pub(crate) struct BookEntry<K: Eq + Hash> {
     books: Arc<Books<K>>,
     key: K,
-    settled: Arc<AtomicBool>,
+    settled: AtomicBool,
 }
 
 impl<K: Eq + Hash> BookEntry<K> {
@@ -62,12 +59,11 @@ impl<K: Eq + Hash> BookEntry<K> {
     where
         K: Clone,
     {
-        let settled = Arc::new(AtomicBool::new(false));
-        books.enter(key.clone(), settled.clone());
+        books.enter(key.clone());
         BookEntry {
             books,
             key,
-            settled,
+            settled: AtomicBool::new(false),
         }
     }
 

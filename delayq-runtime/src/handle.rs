@@ -196,7 +196,7 @@ async fn hand_back_entries(s: &StreamRuntime, deadline: Instant) -> (usize, usiz
                     Ok(Err(e)) => e.to_string(),
                     _ => "Redis did not answer before the shutdown deadline".to_string(),
                 };
-                let ids: Vec<&str> = chunk.iter().take(LOGGED_IDS).map(String::as_str).collect();
+                let ids: Vec<&str> = chunk.iter().take(LOGGED_IDS).map(|id| &**id).collect();
                 tracing::error!(
                     stream = %s.stream,
                     group = %s.group_name,

@@ -16,14 +16,14 @@ use crate::options::ListenerOptions;
 use crate::settle::Settle;
 
 /// A stream's books: deliveries by entry id.
-pub(crate) type StreamBooks = Books<String>;
+pub(crate) type StreamBooks = Books<Arc<str>>;
 
 pub(crate) struct StreamLease {
-    entry: BookEntry<String>,
+    entry: BookEntry<Arc<str>>,
     group: StreamGroup,
     acks: AckBatcher<StreamGroup>,
     meter: Arc<Meter>,
-    pub(crate) id: String,
+    pub(crate) id: Arc<str>,
     pub(crate) deliveries: u32,
     /// `max_attempts` is max_deliveries, `ack_timeout` is min_idle.
     options: ListenerOptions,
@@ -41,7 +41,7 @@ impl StreamLease {
         acks: AckBatcher<StreamGroup>,
         meter: Arc<Meter>,
         options: ListenerOptions,
-        id: String,
+        id: Arc<str>,
         deliveries: u32,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| StreamLease {

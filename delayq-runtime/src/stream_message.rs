@@ -7,7 +7,7 @@ use std::sync::Arc;
 /// delivery count.
 #[derive(Debug, Clone)]
 pub struct StreamMessage<T> {
-    pub(crate) id: String,
+    pub(crate) id: Arc<str>,
     pub(crate) stream: Arc<str>,
     pub(crate) group: Arc<str>,
     pub(crate) deliveries: u32,

@@ -3,10 +3,10 @@
 //! entry (the workers of one read in a few tasks). An idle stream costs one blocked read a minute.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use delayq_core::protocol::{RedisConn, StreamEntry};
@@ -28,12 +28,12 @@ const GATHER_WAIT: Duration = Duration::from_millis(2);
 const ENTRIES_PER_TASK: usize = 16;
 
 /// The run of `entry` on `permit`: its worker, or, for a replay meant for another group, an
-/// ack without running.
+/// ack without running. Not boxed: it lives in its task's set as it is.
 fn entry_run(
     stream: &Arc<StreamRuntime>,
     entry: StreamEntry,
     permit: OwnedSemaphorePermit,
-) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+) -> impl Future<Output = ()> + Send + use<> {
     if let Some(group) = entry
         .replay_for
         .as_deref()
@@ -41,7 +41,7 @@ fn entry_run(
     {
         tracing::debug!(id = %entry.id, replay_for = group, "a replay for another group; acked without running");
         let acks = stream.acks.clone();
-        return Box::pin(async move {
+        return Either::Left(async move {
             drop(permit);
             let _ = acks.ack(entry.id).await;
         });
@@ -53,7 +53,7 @@ fn entry_run(
         id = %entry.id,
         attempt = entry.deliveries
     );
-    Box::pin(worker::run_entry(stream.clone(), entry, permit).instrument(span))
+    Either::Right(worker::run_entry(stream.clone(), entry, permit).instrument(span))
 }
 
 /// Starts the runs of `entries`, each on its permit.
