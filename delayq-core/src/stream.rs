@@ -125,13 +125,12 @@ fn read_entries(reply: Value) -> Result<Vec<StreamEntry>> {
         let Value::Array(list) = list else { continue };
         entries.reserve(list.len());
         for item in list {
-            let mut parts = match item {
-                Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
-                other => return Err(Error::unexpected("XREADGROUP entry", &other)),
+            let parts = match item {
+                Value::Array(parts) => <[Value; 2]>::try_from(parts).map_err(Value::Array),
+                other => Err(other),
             };
-            let (Some(id), Some(fields)) = (parts.next(), parts.next()) else {
-                unreachable!("two parts")
-            };
+            let [id, fields] =
+                parts.map_err(|other| Error::unexpected("XREADGROUP entry", &other))?;
             let entry = StreamEntry::from_reply(&id, fields)
                 .ok_or_else(|| Error::unexpected("XREADGROUP entry id", &id))?;
             entries.push(entry);
@@ -194,7 +193,7 @@ fn value_str(v: &Value) -> Option<&[u8]> {
     }
 }
 
-/// A field value as bytes, taken: strings and integers.
+/// [`value_bytes`], taking the value's own buffer rather than copying it.
 fn value_into_bytes(v: Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b),
@@ -207,10 +206,8 @@ fn value_into_bytes(v: Value) -> Option<Vec<u8>> {
 /// A field value (or a script's reply item) as bytes: strings and integers.
 pub(crate) fn value_bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
-        Value::BulkString(b) => Some(b.clone()),
-        Value::SimpleString(s) => Some(s.clone().into_bytes()),
         Value::Int(i) => Some(i.to_string().into_bytes()),
-        _ => None,
+        _ => value_str(v).map(<[u8]>::to_vec),
     }
 }
 

@@ -7,8 +7,8 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The keys of the deliveries claimed and not yet settled. A delivery leaves the books when
-/// it is settled (under the same lock), so whatever is in them is unsettled.
+/// The keys of the deliveries claimed and not yet settled: a delivery leaves the books when it
+/// is settled, so whatever is in them is unsettled.
 pub(crate) struct Books<K> {
     claims: Mutex<HashSet<K>>,
 }
