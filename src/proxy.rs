@@ -1,13 +1,15 @@
 //! A TCP proxy for tests of silent network failures: it forwards loopback connections to a
 //! server and can black-hole the ones it holds, so they stay open and swallow every byte in
 //! both directions without a FIN or RST, as a NAT or load balancer does when it forgets an
-//! idle flow. Connections made after that are forwarded normally.
+//! idle flow. Connections made after that are forwarded normally. It can also hold every
+//! reply back for a while (`delay_replies`), as a congested or paused path does: requests
+//! reach the server at once, their replies arrive late, in order.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One proxied connection: both sockets, and whether it is black-holed.
 struct Flow {
@@ -22,6 +24,8 @@ pub struct BlackholeProxy {
     port: u16,
     flows: Arc<Mutex<Vec<Flow>>>,
     closed: Arc<AtomicBool>,
+    /// How long each reply (server to client) is held, in ms.
+    reply_delay_ms: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for BlackholeProxy {
@@ -40,16 +44,26 @@ impl BlackholeProxy {
         let port = listener.local_addr().expect("proxy address").port();
         let flows: Arc<Mutex<Vec<Flow>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
+        let reply_delay_ms = Arc::new(AtomicU64::new(0));
         let target = SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
         {
-            let (flows, closed) = (flows.clone(), closed.clone());
-            std::thread::spawn(move || accept(listener, target, flows, closed));
+            let (flows, closed, delay) = (flows.clone(), closed.clone(), reply_delay_ms.clone());
+            std::thread::spawn(move || accept(listener, target, flows, closed, delay));
         }
         BlackholeProxy {
             port,
             flows,
             closed,
+            reply_delay_ms,
         }
+    }
+
+    /// From now on, holds every byte the server sends back for `delay` before passing it on
+    /// (on every connection, open or new); `Duration::ZERO` forwards at once again. Bytes
+    /// already held keep the delay they were read with.
+    pub fn delay_replies(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.reply_delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// `redis://127.0.0.1:<proxy port>`.
@@ -76,7 +90,9 @@ fn accept(
     target: SocketAddr,
     flows: Arc<Mutex<Vec<Flow>>>,
     closed: Arc<AtomicBool>,
+    reply_delay_ms: Arc<AtomicU64>,
 ) {
+    let no_delay = Arc::new(AtomicU64::new(0));
     for client in listener.incoming() {
         if closed.load(Ordering::SeqCst) {
             return;
@@ -87,14 +103,15 @@ fn accept(
             continue;
         };
         let dark = Arc::new(AtomicBool::new(false));
-        let pump = |from: &TcpStream, to: &TcpStream| {
+        let pump = |from: &TcpStream, to: &TcpStream, delay: &Arc<AtomicU64>| {
             let (from, to, dark) = (from.try_clone(), to.try_clone(), dark.clone());
             if let (Ok(from), Ok(to)) = (from, to) {
-                std::thread::spawn(move || forward(from, to, dark));
+                let delay = delay.clone();
+                std::thread::spawn(move || forward(from, to, dark, delay));
             }
         };
-        pump(&client, &server);
-        pump(&server, &client);
+        pump(&client, &server, &no_delay);
+        pump(&server, &client, &reply_delay_ms);
         flows.lock().unwrap().push(Flow {
             client,
             server,
@@ -103,8 +120,11 @@ fn accept(
     }
 }
 
-/// Copies `from` to `to` until either side closes; once `dark`, reads and discards.
-fn forward(mut from: TcpStream, mut to: TcpStream, dark: Arc<AtomicBool>) {
+/// Copies `from` to `to` until either side closes, each chunk `delay_ms` after it was read
+/// (a writer thread keeps the order); once `dark`, reads and discards.
+fn forward(mut from: TcpStream, to: TcpStream, dark: Arc<AtomicBool>, delay_ms: Arc<AtomicU64>) {
+    let (held, release) = mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || write_when_due(release, to));
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -114,7 +134,19 @@ fn forward(mut from: TcpStream, mut to: TcpStream, dark: Arc<AtomicBool>) {
         if dark.load(Ordering::SeqCst) {
             continue;
         }
-        if to.write_all(&buf[..n]).is_err() {
+        let due = Instant::now() + Duration::from_millis(delay_ms.load(Ordering::SeqCst));
+        if held.send((due, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+}
+
+/// Writes each chunk to `to` once its time has come; shuts `to`'s write side when the reader
+/// is gone (after what it held) or `to` fails.
+fn write_when_due(chunks: mpsc::Receiver<(Instant, Vec<u8>)>, mut to: TcpStream) {
+    for (due, chunk) in chunks {
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        if to.write_all(&chunk).is_err() {
             break;
         }
     }

@@ -174,6 +174,19 @@ pub fn stream_listener(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function takes one parameter, `Leadership` (its fencing token and `is_current()`),
 /// and returns `()` or `Result<(), E: Display>` (an error is logged; the next run comes all
 /// the same).
+///
+/// # One leader at a time, and where that ends
+///
+/// A run starts only on a lease confirmed within its ttl, counted from when the confirming
+/// request was *sent* (less a tenth of the ttl for late timers): a reply that arrives late
+/// proves nothing. When the lease is known lost, or cannot be confirmed again before that
+/// count runs out, the running body is dropped at its next `.await`, before Redis could let
+/// another process take the lease. What this cannot stop is a body that does not reach an
+/// `.await` (a long computation, blocking I/O) or a write already on its way over the
+/// network: such a write can land after another leader started. Fence those: pass
+/// `leader.token()` to the store and let it refuse a token lower than one it has seen, or
+/// check `leader.is_current().await` right before an effect (it asks Redis; a `true` means the
+/// lease was held when Redis answered, not when the reply arrived).
 #[proc_macro_attribute]
 pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);

@@ -1,7 +1,8 @@
 //! Leader tasks: each contends for its lease on a timer; the holder renews it every third of
-//! its ttl and runs the task every `every`, one run at a time. Losing the lease (a stall
-//! longer than the ttl, Redis trouble) stops new runs at once; a run in progress sees it in
-//! `Leadership::is_current()`.
+//! its ttl and runs the task every `every`, one run at a time. A confirmation of the lease
+//! holds for its ttl counted from when the request was sent (less a margin), so a late reply
+//! proves nothing; losing the lease, or failing to confirm it before that runs out, stops new
+//! runs at once and drops a running body at its next await (see `lead`).
 
 use std::time::Duration;
 
@@ -72,7 +73,20 @@ pub(crate) async fn tick_room(room: WaitingRoom, stop: CancellationToken) {
     lead(&name, lease, every, tick, stop).await;
 }
 
+/// How long a confirmation holds: the lease's ttl, counted from when the confirming request
+/// was sent, less this share of it. Redis counts the ttl from when it ran the request, later
+/// than the send; the margin covers a late timer and a scheduler that runs us late.
+const MARGIN_DIVISOR: u32 = 10;
+
 /// While holding `lease`, runs `task` every `every` (one run at a time), until `stop`.
+///
+/// A lease counts as held until `sent + ttl - ttl/10`, where `sent` is when the request that
+/// confirmed it (acquire or renew) was sent: a reply that arrives after that proves nothing,
+/// since another may have taken the lease meanwhile. A run starts only on a lease held by
+/// that count, and a running body is dropped (at its next await) when the lease is known
+/// lost or its confirmation runs out before a renewal confirms it again. A leadership this
+/// loop stops trusting is released (compare-and-DEL), so that it neither blocks another
+/// contender nor is renewed by a request whose reply comes too late.
 async fn lead(
     name: &str,
     lease: LeaderLease,
@@ -81,26 +95,39 @@ async fn lead(
     stop: CancellationToken,
 ) {
     let ttl = lease.ttl();
+    let holds_for = ttl - ttl / MARGIN_DIVISOR;
     let health = Health::new(format!("leader task {name}"));
-    let mut leading: Option<Leadership> = None;
+    // The leadership and until when its last confirmation holds.
+    let mut leading: Option<(Leadership, Instant)> = None;
     let mut next_run = Instant::now();
     let mut running: Option<JoinHandle<()>> = None;
-    let mut confirmed = Instant::now();
     loop {
         // When another holds the lease: try again the moment it lapses (within ttl/3).
         let mut retry_in = ttl / 3;
-        let held = match &leading {
-            None => lease.acquire_or_wait().await.map(|r| match r {
-                Ok(l) => Some(l),
-                Err(left) => {
-                    retry_in = retry_in.min(left + Duration::from_millis(1));
-                    None
-                }
-            }),
-            Some(l) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
+        let sent = Instant::now();
+        let attempt = async {
+            match &leading {
+                None => lease.acquire_or_wait().await.map(|r| match r {
+                    Ok(l) => Some(l),
+                    Err(left) => {
+                        retry_in = retry_in.min(left + Duration::from_millis(1));
+                        None
+                    }
+                }),
+                Some((l, _)) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
+            }
         };
-        match held {
-            Ok(Some(now_leading)) => {
+        // A renewal that cannot be confirmed while the last confirmation holds is no renewal.
+        let held_until = leading.as_ref().map(|(_, until)| *until);
+        let outcome = tokio::select! {
+            held = attempt => Some(held),
+            _ = sleep_until_some(held_until) => None,
+            _ = stop.cancelled() => break,
+        };
+        let confirmed_until = sent + holds_for;
+        let late = Instant::now() >= confirmed_until;
+        match outcome {
+            Some(Ok(Some(now_leading))) if !late => {
                 if leading.is_none() {
                     tracing::info!(
                         task = name,
@@ -109,26 +136,43 @@ async fn lead(
                     );
                     next_run = Instant::now();
                 }
-                leading = Some(now_leading);
-                confirmed = Instant::now();
+                leading = Some((now_leading, confirmed_until));
                 health.ok();
             }
-            Ok(None) => {
-                if let Some(lost) = leading.take() {
+            Some(Ok(Some(stale))) => {
+                tracing::warn!(
+                    task = name,
+                    token = stale.token(),
+                    after = ?sent.elapsed(),
+                    "the lease was confirmed too late to count; giving it up"
+                );
+                stand_down(&mut leading, &mut running);
+                give_up(&lease, &stop).await;
+                health.ok();
+            }
+            Some(Ok(None)) => {
+                if let Some((lost, _)) = &leading {
                     tracing::warn!(task = name, token = lost.token(), "lost the leader lease");
                 }
+                stand_down(&mut leading, &mut running);
                 health.ok();
             }
-            Err(error) => {
-                health.failed(&error);
-                // Unconfirmed for a whole ttl: the lease has lapsed, another may lead.
-                if confirmed.elapsed() >= ttl {
-                    leading = None;
-                }
+            Some(Err(error)) => health.failed(&error),
+            None => {}
+        }
+        if let Some((l, until)) = &leading {
+            if Instant::now() >= *until {
+                tracing::warn!(
+                    task = name,
+                    token = l.token(),
+                    "the lease could not be confirmed in time; stopping as leader"
+                );
+                stand_down(&mut leading, &mut running);
+                give_up(&lease, &stop).await;
             }
         }
         let idle = running.as_ref().is_none_or(JoinHandle::is_finished);
-        if let (Some(leader), true) = (&leading, idle) {
+        if let (Some((leader, _)), true) = (&leading, idle) {
             if Instant::now() >= next_run {
                 next_run = Instant::now() + every;
                 let run = task(leader.clone());
@@ -140,11 +184,18 @@ async fn lead(
                 }));
             }
         }
-        let renew_at = Instant::now() + retry_in;
-        let wake = if leading.is_some() && idle {
-            renew_at.min(next_run)
-        } else {
-            renew_at
+        let wake = match &leading {
+            // Renew a third of the ttl after the last confirmation was asked for.
+            Some((_, until)) => {
+                let renew_at = (sent + retry_in).max(Instant::now());
+                let renew_at = renew_at.min(*until);
+                if idle {
+                    renew_at.min(next_run)
+                } else {
+                    renew_at
+                }
+            }
+            None => Instant::now() + retry_in,
         };
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
@@ -156,5 +207,30 @@ async fn lead(
     }
     if leading.is_some() {
         let _ = lease.release().await;
+    }
+}
+
+/// Stops leading: forgets the leadership and drops a running body at its next await.
+fn stand_down(leading: &mut Option<(Leadership, Instant)>, running: &mut Option<JoinHandle<()>>) {
+    *leading = None;
+    if let Some(run) = running.take() {
+        run.abort();
+    }
+}
+
+/// Releases a lease this loop no longer trusts, so a late renewal cannot keep it alive and
+/// the next attempt is a fresh acquire; gives up waiting for the reply when the runtime stops.
+async fn give_up(lease: &LeaderLease, stop: &CancellationToken) {
+    tokio::select! {
+        _ = lease.release() => {}
+        _ = stop.cancelled() => {}
+    }
+}
+
+/// Sleeps until `until`, or forever when there is none.
+async fn sleep_until_some(until: Option<Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
     }
 }
