@@ -148,6 +148,11 @@ pub struct TakeOverReport {
     pub claimed: Vec<StreamEntry>,
     /// Entries it moved to the dead-letter stream (delivered `max_deliveries` times).
     pub buried: Vec<String>,
+    /// Entries no longer in the stream (trimmed or deleted while pending), moved to the
+    /// dead-letter stream with the reason `trimmed`.
+    pub trimmed: Vec<String>,
+    /// With `count` 0: how many idle entries this consumer would take over with a free slot.
+    pub wanted: usize,
 }
 
 /// The settings of a take-over step.
@@ -157,7 +162,8 @@ pub struct TakeOver<'a> {
     pub alive_ttl: Duration,
     /// Entries idle this long may be taken over.
     pub min_idle: Duration,
-    /// The most entries the step looks at.
+    /// The most entries the step looks at and claims; 0: heartbeat only, reporting how many
+    /// idle entries wait for this consumer (`TakeOverReport::wanted`).
     pub count: usize,
     /// Deliveries after which an entry is dead-lettered instead.
     pub max_deliveries: u32,
@@ -378,7 +384,7 @@ impl StreamGroup {
         let mut inv = self.script(&STREAM_SCRIPTS.take_over);
         inv.arg(millis(step.alive_ttl))
             .arg(millis(step.min_idle))
-            .arg(step.count.max(1))
+            .arg(step.count)
             .arg(step.max_deliveries)
             .arg(step.cursor.unwrap_or("-"))
             .arg(if step.cleanup { "1" } else { "0" });
@@ -397,14 +403,22 @@ impl StreamGroup {
                 .ok_or_else(bad)?;
             claimed.push(entry);
         }
-        let buried = array(parts.get(2).ok_or_else(bad)?)
-            .iter()
-            .filter_map(text)
-            .collect();
+        let ids = |i: usize| -> Result<Vec<String>> {
+            Ok(array(parts.get(i).ok_or_else(bad)?)
+                .iter()
+                .filter_map(text)
+                .collect())
+        };
+        let wanted = match parts.get(4) {
+            Some(Value::Int(n)) => usize::try_from(*n).unwrap_or(0),
+            _ => return Err(bad()),
+        };
         Ok(TakeOverReport {
             cursor,
             claimed,
-            buried,
+            buried: ids(2)?,
+            trimmed: ids(3)?,
+            wanted,
         })
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq_core::protocol::{StreamEntry, StreamGroup};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::ack_batcher::AckBatcher;
@@ -35,6 +35,9 @@ pub(crate) struct StreamRuntime {
     pub(crate) acks: AckBatcher<StreamGroup>,
     /// Free worker slots: reads and take-overs ask for no more than this.
     pub(crate) slots: Arc<Semaphore>,
+    /// The take-over found entries to take but no free slot: the reader gives up a blocked
+    /// read and the slots it holds for it, so a minute-long read cannot starve the take-over.
+    pub(crate) reader_yield: Notify,
     /// Entries read or taken over here and not yet settled, handed back at shutdown.
     pub(crate) books: Arc<StreamBooks>,
     pub(crate) stop: CancellationToken,
@@ -59,6 +62,7 @@ impl StreamRuntime {
             acks: AckBatcher::spawn(group.clone()),
             group,
             slots: Arc::new(Semaphore::new(registration.options.concurrency as usize)),
+            reader_yield: Notify::new(),
             books: Arc::default(),
             stop,
             abort,

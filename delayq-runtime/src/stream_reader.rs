@@ -1,6 +1,8 @@
 //! The reader of a stream listener: blocks in `XREADGROUP … >` on a connection of its own,
 //! asking for no more entries than there are free handler slots, and starts a worker per
-//! entry (the workers of one read in a few tasks). An idle stream costs one blocked read a minute.
+//! entry (the workers of one read in a few tasks). An idle stream costs one blocked read a
+//! minute. When the take-over has entries to take and no free slot, the reader gives up its
+//! blocked read (closing its connection) and the slots it held for it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -135,8 +137,16 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>, conn: RedisConn) {
         }
         let count = permits.num_permits();
         let read = tokio::select! {
-            r = stream.group.read(conn_for_reads, count, BLOCK) => r,
+            r = stream.group.read(conn_for_reads, count, BLOCK) => Some(r),
+            // The take-over waits for a slot this read holds: drop the read with its
+            // connection (Redis unblocks a closed client without delivering), and the slots.
+            _ = stream.reader_yield.notified() => None,
             _ = stream.stop.cancelled() => return,
+        };
+        let Some(read) = read else {
+            reader = None;
+            drop(permits);
+            continue;
         };
         match read {
             Ok(entries) => {

@@ -10,12 +10,19 @@
 --     only live one: an idle entry is one its holder is not working on.
 --  4. This consumer claims the entries it drew (XCLAIM with min_idle, so an entry renewed in
 --     the meantime stays where it is). One that has been delivered max_deliveries times
---     already goes to the dead-letter stream instead, acked.
+--     already goes to the dead-letter stream instead, acked. One that is no longer in the
+--     stream (trimmed by MAXLEN or deleted while pending) goes there too, with the reason
+--     'trimmed' and an empty payload: it cannot run, and XCLAIM would drop it silently
+--     (Redis 7) or return nil for it (6.2).
+--  With count 0 (the consumer has no free slot), nothing is claimed: the step only
+--  heartbeats, and reports how many of the first WANTED_PEEK idle entries it would draw.
 -- KEYS, ARGV[1], ARGV[2]: as in stream/prelude.lua
 -- ARGV[3] alive_ttl_ms   ARGV[4] min_idle_ms   ARGV[5] count   ARGV[6] max_deliveries
 -- ARGV[7] cursor ('-' or the last entry id seen)   ARGV[8] cleanup (1 or 0)
--- Returns { next cursor ('-' when the scan reached the end), claimed, buried } where claimed
--- is a list of { id, fields, deliveries } and buried a list of entry ids.
+-- Returns { next cursor ('-' when the scan reached the end), claimed, buried, trimmed, wanted }
+-- where claimed is a list of { id, fields, deliveries }, buried and trimmed lists of entry
+-- ids sent to the dead-letter stream, and wanted (count 0 only) how many idle entries this
+-- consumer would take with a free slot.
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ttl, min_idle, count = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local max_deliveries, cursor = tonumber(ARGV[6]), ARGV[7]
@@ -38,6 +45,31 @@ if ARGV[8] == '1' then
   end
 end
 
+-- The live consumer that draws entry `id` now held by `holder`.
+local function drawn_by(id, holder)
+  local best, best_hash = nil, nil
+  for _, c in ipairs(live) do
+    if c ~= holder or #live == 1 then
+      local h = redis.sha1hex(id .. '\0' .. c)
+      if not best_hash or h > best_hash then
+        best, best_hash = c, h
+      end
+    end
+  end
+  return best
+end
+
+if count == 0 then
+  local WANTED_PEEK = 16
+  local wanted = 0
+  for _, e in ipairs(redis.call('XPENDING', stream, group, 'IDLE', min_idle, '-', '+', WANTED_PEEK)) do
+    if drawn_by(e[1], e[2]) == me then
+      wanted = wanted + 1
+    end
+  end
+  return { '-', {}, {}, {}, wanted }
+end
+
 local start = '-'
 if cursor ~= '-' then
   start = '(' .. cursor
@@ -48,20 +80,14 @@ if #idle == count then
   next_cursor = idle[#idle][1]
 end
 
-local mine, deliveries, buried = {}, {}, {}
+local mine, deliveries, buried, trimmed = {}, {}, {}, {}
 for _, e in ipairs(idle) do
-  local id, holder = e[1], e[2]
-  local best, best_hash = nil, nil
-  for _, c in ipairs(live) do
-    if c ~= holder or #live == 1 then
-      local h = redis.sha1hex(id .. '\0' .. c)
-      if not best_hash or h > best_hash then
-        best, best_hash = c, h
-      end
-    end
-  end
-  if best == me then
-    if tonumber(e[4]) >= max_deliveries then
+  local id = e[1]
+  if drawn_by(id, e[2]) == me then
+    if #redis.call('XRANGE', stream, id, id) == 0 then
+      bury(stream, KEYS[2], group, id, e[4], 'trimmed')
+      trimmed[#trimmed + 1] = id
+    elseif tonumber(e[4]) >= max_deliveries then
       bury(stream, KEYS[2], group, id, e[4], 'max_deliveries reached')
       buried[#buried + 1] = id
     else
@@ -74,7 +100,11 @@ end
 local claimed = {}
 if #mine > 0 then
   for _, entry in ipairs(redis.call('XCLAIM', stream, group, me, min_idle, unpack(mine))) do
-    claimed[#claimed + 1] = { entry[1], entry[2], deliveries[entry[1]] }
+    -- Every id was just found in the stream, so each comes back; the check only keeps a nil
+    -- (6.2's answer for a missing entry) from failing the script after earlier writes.
+    if entry then
+      claimed[#claimed + 1] = { entry[1], entry[2], deliveries[entry[1]] }
+    end
   end
 end
-return { next_cursor, claimed, buried }
+return { next_cursor, claimed, buried, trimmed, 0 }
