@@ -310,3 +310,42 @@ async fn waiting_room_ticked_by_the_runtime_admits_at_its_rate() {
     // About 10 ticks of 3 in a second (the first tick at once).
     assert!((21..=36).contains(&active), "{active} admitted in 1 s");
 }
+
+/// More waiting tokens expire at once than a tick's sweep reaches (1,000): the tick still
+/// admits none of them, only live tokens, however far down the line they stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_never_admits_an_expired_token_however_many_expire_at_once() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let config = RoomConfig::default()
+        .admit_per_tick(2_000)
+        .waiting_ttl(Duration::from_secs(1));
+    let room = WaitingRoom::new(&p, "flood", config).unwrap();
+    let mut abandoned = Vec::new();
+    for _ in 0..1_500 {
+        abandoned.push(room.enter().await.unwrap());
+    }
+    sleep_ms(1_200).await; // every one of them is past waiting_ttl, none touched
+    let mut live = Vec::new();
+    for _ in 0..10 {
+        live.push(room.enter().await.unwrap());
+    }
+    let admitted = room.admit().await.unwrap();
+    let (waiting, active) = states(&server, "flood");
+    let abandoned_inside = abandoned.iter().filter(|t| active.contains(*t)).count();
+    assert_eq!(
+        abandoned_inside, 0,
+        "{abandoned_inside} expired tokens admitted in one tick ({admitted} admitted in all)"
+    );
+    assert_eq!(admitted, 10, "the live tokens are admitted");
+    for t in &live {
+        assert!(
+            matches!(room.status(t).await.unwrap(), RoomStatus::Active { .. }),
+            "a live token is inside"
+        );
+    }
+    assert!(waiting.is_empty(), "{} still waiting", waiting.len());
+    for t in abandoned.iter().step_by(100) {
+        assert_eq!(room.status(t).await.unwrap(), RoomStatus::Unknown);
+    }
+}

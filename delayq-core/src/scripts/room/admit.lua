@@ -2,7 +2,9 @@
 -- the line in one range deletion), expires waiting tokens untouched for waiting_ttl (looking
 -- at no more than `sweep` touch records a tick), then admits the earliest arrivals by moving
 -- `admitted` up the line: admit_per_tick of them, or, with a capacity, no more than leaves the
--- active ones under it. One step, so no token is ever in both states or in neither.
+-- active ones under it. One step, so no token is ever in both states or in neither. An
+-- expired token is never admitted: when the sweep could not reach every stale record, the
+-- tokens about to be admitted are looked at one by one (admit_live).
 -- KEYS: as in room/prelude.lua
 -- ARGV[1] admit_per_tick   ARGV[2] capacity (0: none)   ARGV[3] active_ttl_ms
 -- ARGV[4] waiting_ttl_ms   ARGV[5] sweep: touch records looked at, at most (at least twice
@@ -78,13 +80,55 @@ if capacity > 0 then
   for _, count in ipairs(redis.call('HVALS', KEYS[9])) do active = active + tonumber(count) end
   n = math.min(n, math.max(capacity - active, 0))
 end
+-- The new end of the admitted when some waiting tokens may have expired unswept: each of the
+-- earliest waiting tokens is looked at in turn; an expired one leaves the line (counted as
+-- expired), a live one is admitted, until n are, or n + expire tokens were looked at (a flood
+-- of expired tokens slows admission for a tick or two; it never admits one of them).
+local function admit_live(first_rank, n, waiting_ttl)
+  local new_upto, live, looked, rank = upto, 0, 0, first_rank
+  local limit = n + expire
+  while live < n and looked < limit do
+    local batch = redis.call('ZRANGE', KEYS[1], rank, rank + math.min(limit - looked, 1000) - 1,
+      'WITHSCORES')
+    if #batch == 0 then break end
+    local gone, gone_records = {}, {}
+    for i = 1, #batch, 2 do
+      local token, arrival = batch[i], tonumber(batch[i + 1])
+      local r = record(arrival, token)
+      local touched = tonumber(redis.call('ZSCORE', KEYS[2], r) or 0)
+      looked = looked + 1
+      if touched + waiting_ttl <= now then
+        gone[#gone + 1], gone_records[#gone_records + 1] = token, r
+      else
+        live, new_upto = live + 1, arrival
+        if live == n then break end
+      end
+    end
+    if #gone > 0 then
+      redis.call('ZREM', KEYS[1], unpack(gone))
+      redis.call('ZREM', KEYS[2], unpack(gone_records))
+      expired_waiting = expired_waiting + #gone
+    end
+    rank = first_rank + live
+  end
+  return new_upto
+end
+
 local admitted = 0
 if n > 0 then
-  -- The n-th waiting token, or the last one when fewer wait: the new end of the admitted.
   local first_rank = redis.call('ZCOUNT', KEYS[1], '-inf', upto)
-  local last = redis.call('ZRANGE', KEYS[1], first_rank + n - 1, first_rank + n - 1, 'WITHSCORES')
-  if not last[2] then last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') end
-  local new_upto = tonumber(last[2] or upto)
+  local waiting_ttl = tonumber(ARGV[4])
+  local new_upto
+  if #redis.call('ZRANGE', KEYS[2], '-inf', now - waiting_ttl, 'BYSCORE', 'LIMIT', 0, 1) > 0 then
+    -- The sweep stopped short: a waiting token may be past waiting_ttl. Admit only live ones.
+    new_upto = admit_live(first_rank, n, waiting_ttl)
+  else
+    -- Every touch record is fresh, so every waiting token is: the n-th waiting token, or the
+    -- last one when fewer wait, is the new end of the admitted (O(log n)).
+    local last = redis.call('ZRANGE', KEYS[1], first_rank + n - 1, first_rank + n - 1, 'WITHSCORES')
+    if not last[2] then last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') end
+    new_upto = tonumber(last[2] or upto)
+  end
   if new_upto > upto then
     admitted = redis.call('ZCOUNT', KEYS[1], '(' .. upto, new_upto)
     redis.call('SET', KEYS[8], new_upto)
