@@ -6,7 +6,8 @@
 //!
 //! Workloads (payload ≈ 100-byte JSON), named for what they measure, with the ids BENCHMARKS.md
 //! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
-//! backlog_drain (W5).
+//! backlog_drain (W5), operator (WO: what `peek` and `stats` cost Redis per call with
+//! 1,000,000 messages in one far bucket).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -326,6 +327,85 @@ impl Bench {
         m
     }
 
+    /// WO: 1,000,000 messages in one far bucket; `peek 0..3` and `stats` as the CLI and the
+    /// dashboard call them: Redis µs per call (mean and longest, from the slow log with every
+    /// call logged) and calls per look.
+    async fn operator(&self) -> Metrics {
+        self.flush();
+        let topic = "bench.operator";
+        let width = 60_000u64;
+        let now = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+        };
+        // Due within seconds of the middle of one bucket two hours ahead.
+        let target = (now() / width + 120) * width + width / 2;
+        let body = payload(0);
+        for _ in 0..100 {
+            let delay = Duration::from_millis(target - now());
+            let chunk = (0..10_000).map(|_| (&body, delay));
+            self.producer.send_batch(topic, chunk).await.expect("send");
+        }
+        let node = &self.redis.data_nodes()[0];
+        let mut c = node.connection();
+        let mut m = Metrics::new();
+        for (name, look) in [("peek", 0), ("stats", 1)] {
+            let _: () = redis::cmd("CONFIG")
+                .arg(&[
+                    "SET",
+                    "slowlog-log-slower-than",
+                    "0",
+                    "slowlog-max-len",
+                    "100000",
+                ])
+                .query(&mut c)
+                .unwrap();
+            let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut c).unwrap();
+            let started = Instant::now();
+            if look == 0 {
+                let shown = self.producer.peek(topic, 0..3).await.expect("peek");
+                assert_eq!(shown.len(), 3);
+            } else {
+                self.producer.topic_stats(topic).await.expect("stats");
+            }
+            let wall = started.elapsed();
+            let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+                .arg(&["GET", "100000"])
+                .query(&mut c)
+                .unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg(&["SET", "slowlog-log-slower-than", "10000"])
+                .query(&mut c)
+                .unwrap();
+            // Each entry: [id, time, µs, [command, args..], ..]; the RESET itself is left out.
+            let micros: Vec<u64> = log
+                .iter()
+                .filter_map(|e| match e {
+                    redis::Value::Array(f) => {
+                        let us: u64 = redis::from_redis_value(f.get(2)?.clone()).ok()?;
+                        let cmd: Vec<String> = redis::from_redis_value(f.get(3)?.clone()).ok()?;
+                        (!cmd.first()?.eq_ignore_ascii_case("slowlog")).then_some(us)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let calls = micros.len().max(1) as f64;
+            m.insert(format!("{name}_calls"), micros.len() as f64);
+            m.insert(
+                format!("{name}_redis_us_per_call"),
+                micros.iter().sum::<u64>() as f64 / calls,
+            );
+            m.insert(
+                format!("{name}_redis_us_longest_call"),
+                micros.iter().copied().max().unwrap_or(0) as f64,
+            );
+            m.insert(format!("{name}_wall_ms"), wall.as_secs_f64() * 1000.0);
+        }
+        m
+    }
+
     /// W4: one message with a 1,000 ms delay on an idle runtime, 20 times.
     async fn w4(&self) -> Metrics {
         self.flush();
@@ -378,7 +458,7 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 7] = [
+const WORKLOADS: [(&str, &str); 8] = [
     ("keep_up", "w1"),
     ("drain", "w1d"),
     ("idle", "w2"),
@@ -386,6 +466,7 @@ const WORKLOADS: [(&str, &str); 7] = [
     ("precision", "w4"),
     ("backlog_drain", "w5"),
     ("replica_wait", "wr"),
+    ("operator", "wo"),
 ];
 
 /// A workload's name, given its name or its id; exits with the list on anything else.
@@ -547,6 +628,16 @@ async fn main() {
                     }
                     cases
                 }
+            }
+            "operator" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.operator().await);
+                }
+                vec![(
+                    "operator (WO), peek and stats, 1M in one far bucket".to_string(),
+                    r,
+                )]
             }
             _ => unreachable!("canonical() names only known workloads"),
         };

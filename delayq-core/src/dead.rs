@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use redis::Value;
 
-use crate::conn::invoke;
+use crate::conn::{invoke, RedisConn};
 use crate::envelope::{ms_to_time, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -106,6 +106,34 @@ fn dead_letter(keys: &TopicKeys, row: Row) -> DeadLetter {
 
 /// Dead letters moved or deleted per script call, so no call blocks Redis for long.
 const DEAD_CHUNK: usize = 1_000;
+/// Rows one call of `list.lua` reads at most: a longer page takes several calls, and a far
+/// bucket is walked in HSCAN steps of about this many.
+pub(crate) const LIST_CHUNK: usize = 500;
+
+/// The rows of `state` in index `range` (for `Delayed`, of the hot messages only), in calls
+/// of at most `LIST_CHUNK` rows each; fewer when the set ends first.
+pub(crate) async fn list_rows(
+    conn: &RedisConn,
+    keys: &TopicKeys,
+    state: State,
+    range: Range<usize>,
+) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut start = range.start;
+    while start < range.end {
+        let stop = range.end.min(start + LIST_CHUNK) - 1;
+        let inv = scripts::list(keys, state, start, stop);
+        let reply: Vec<Value> = invoke(conn, keys, &inv).await?;
+        let chunk = parse_rows(reply)?;
+        let full = chunk.len() == stop - start + 1;
+        rows.extend(chunk);
+        if !full {
+            break;
+        }
+        start = stop + 1;
+    }
+    Ok(rows)
+}
 
 /// The dead-letter calls of API.md.
 impl Producer {
@@ -115,9 +143,7 @@ impl Producer {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        let inv = scripts::list(&keys, State::Dead, range.start, range.end - 1);
-        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
-        let rows = parse_rows(reply)?;
+        let rows = list_rows(&self.conn, &keys, State::Dead, range).await?;
         Ok(rows
             .into_iter()
             .map(|row| dead_letter(&keys, row))

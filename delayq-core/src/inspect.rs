@@ -8,17 +8,20 @@ use std::time::SystemTime;
 use redis::Value;
 
 use crate::conn::{invoke, on_topic};
-use crate::dead::parse_rows;
+use crate::dead::{list_rows, parse_rows, Row, LIST_CHUNK};
 use crate::envelope::{ms_to_time, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::validate_name;
+use crate::keys::TopicKeys;
 use crate::producer::Producer;
 use crate::scripts::{self, State};
 use crate::stream::dead_stream;
 
 /// The width of the outcome buckets `prelude.lua` keeps (its `STATS_BUCKET_MS`).
 const STATS_BUCKET_MS: u64 = 10_000;
+/// Far buckets named in one call of `peek`'s walk.
+const BUCKETS_PER_CALL: usize = 100;
 
 /// Outcomes of handler runs over about the last minute (the buckets that overlap the last
 /// 60 s, so 60 to 70 s).
@@ -95,6 +98,29 @@ pub struct StreamStats {
     pub dead: u64,
     /// Its consumer groups.
     pub groups: Vec<GroupStats>,
+}
+
+/// A row of `list.lua` as `peek` shows it.
+fn pending_message(row: Row) -> PendingMessage {
+    let due_at = ms_to_time(row.score_ms);
+    match row.raw.as_deref().map(Envelope::parse) {
+        Some(Ok(e)) => PendingMessage {
+            id: row.id,
+            due_at,
+            attempts: e.attempt,
+            last_error: (!e.last_error.is_empty()).then_some(e.last_error),
+            enqueued_at: Some(ms_to_time(e.enqueued_ms)),
+            payload: e.payload,
+        },
+        _ => PendingMessage {
+            id: row.id,
+            due_at,
+            attempts: 0,
+            last_error: None,
+            enqueued_at: None,
+            payload: row.raw.unwrap_or_default(),
+        },
+    }
 }
 
 fn bad(what: &'static str, detail: impl std::fmt::Debug) -> Error {
@@ -180,36 +206,101 @@ impl Producer {
     /// next twenty). Nothing is claimed or changed.
     pub async fn peek(&self, topic: &str, range: Range<usize>) -> Result<Vec<PendingMessage>> {
         let keys = self.keys(topic)?;
-        if range.is_empty() {
-            return Ok(Vec::new());
-        }
-        let inv = scripts::list(&keys, State::Delayed, range.start, range.end - 1);
-        let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
-        let rows = parse_rows(reply)?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                let due_at = ms_to_time(row.score_ms);
-                match row.raw.as_deref().map(Envelope::parse) {
-                    Some(Ok(e)) => PendingMessage {
-                        id: row.id,
-                        due_at,
-                        attempts: e.attempt,
-                        last_error: (!e.last_error.is_empty()).then_some(e.last_error),
-                        enqueued_at: Some(ms_to_time(e.enqueued_ms)),
-                        payload: e.payload,
-                    },
-                    _ => PendingMessage {
-                        id: row.id,
-                        due_at,
-                        attempts: 0,
-                        last_error: None,
-                        enqueued_at: None,
-                        payload: row.raw.unwrap_or_default(),
-                    },
-                }
+        let mut rows = list_rows(&self.conn, &keys, State::Delayed, range.clone()).await?;
+        let want = range.len() - rows.len();
+        if want > 0 {
+            // Past the hot messages: the far buckets, in order, each walked in bounded steps.
+            let hot: usize = on_topic(&self.conn, &keys, |mut c| {
+                let key = keys.delayed.clone();
+                async move { redis::cmd("ZCARD").arg(key).query_async(&mut c).await }
             })
-            .collect())
+            .await?;
+            let skip = range.start.saturating_sub(hot);
+            rows.extend(self.far_rows(&keys, skip, want).await?);
+        }
+        Ok(rows.into_iter().map(pending_message).collect())
+    }
+
+    /// The far messages after the first `skip`, `want` of them, earliest due first: buckets
+    /// are passed over by their size (`HLEN`) and the one the page reaches is walked with
+    /// bounded `HSCAN` steps, keeping the earliest here, so no call reads a whole bucket.
+    async fn far_rows(&self, keys: &TopicKeys, mut skip: usize, want: usize) -> Result<Vec<Row>> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while out.len() < want {
+            let pipe_keys = keys.clone();
+            let buckets: Vec<(String, usize)> = on_topic(&self.conn, keys, |mut c| async move {
+                let buckets: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(&pipe_keys.far)
+                    .arg(from)
+                    .arg(from + BUCKETS_PER_CALL - 1)
+                    .query_async(&mut c)
+                    .await?;
+                if buckets.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut sizes = redis::pipe();
+                for b in &buckets {
+                    sizes.hlen(format!("{}:{b}", pipe_keys.far));
+                }
+                let sizes: Vec<usize> = sizes.query_async(&mut c).await?;
+                Ok(buckets.into_iter().zip(sizes).collect())
+            })
+            .await?;
+            if buckets.is_empty() {
+                break;
+            }
+            from += buckets.len();
+            for (bucket, size) in buckets {
+                if out.len() == want {
+                    break;
+                }
+                if skip >= size {
+                    skip -= size;
+                    continue;
+                }
+                let earliest = self.earliest_in_bucket(keys, &bucket, skip + want - out.len());
+                let earliest = earliest.await?;
+                let left = want - out.len();
+                out.extend(earliest.into_iter().skip(skip).take(left));
+                skip = 0;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `n` earliest messages of far bucket `bucket`, by due time, read in HSCAN steps.
+    async fn earliest_in_bucket(
+        &self,
+        keys: &TopicKeys,
+        bucket: &str,
+        n: usize,
+    ) -> Result<Vec<Row>> {
+        let by_due =
+            |a: &Row, b: &Row| (a.score_ms, a.id.as_str()).cmp(&(b.score_ms, b.id.as_str()));
+        let mut kept: Vec<Row> = Vec::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let inv = scripts::list_far(keys, bucket, &cursor, LIST_CHUNK);
+            let mut reply: Vec<Value> = invoke(&self.conn, keys, &inv).await?;
+            if reply.is_empty() {
+                return Err(bad("list far", "an empty reply"));
+            }
+            let rows = parse_rows(reply.split_off(1))?;
+            cursor =
+                redis::from_redis_value(reply.swap_remove(0)).map_err(|e| bad("list far", e))?;
+            kept.extend(rows);
+            if kept.len() > 2 * n.max(LIST_CHUNK) {
+                kept.sort_unstable_by(by_due);
+                kept.truncate(n);
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        kept.sort_unstable_by(by_due);
+        kept.truncate(n);
+        Ok(kept)
     }
 
     /// The length, dead letters and consumer groups of `stream` (`XINFO GROUPS`).

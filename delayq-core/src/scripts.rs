@@ -238,6 +238,22 @@ pub(crate) fn list(
     inv
 }
 
+/// One bounded HSCAN step through far bucket `bucket` (see `list.lua`, mode 'far').
+pub(crate) fn list_far(
+    k: &TopicKeys,
+    bucket: &str,
+    cursor: &str,
+    count: usize,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.list, k);
+    inv.arg(State::Delayed.name())
+        .arg("far")
+        .arg(bucket)
+        .arg(cursor)
+        .arg(count);
+    inv
+}
+
 pub(crate) fn list_one(k: &TopicKeys, state: State, id: &MessageId) -> ScriptInvocation<'static> {
     let mut inv = on_topic(&SCRIPTS.list, k);
     inv.arg(state.name()).arg("id").arg(id.as_str());

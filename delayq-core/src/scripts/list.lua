@@ -2,12 +2,15 @@
 -- `delayq peek` and `delayq dead show`).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] state: 'delayed' or 'dead'
--- ARGV[4] 'range': ARGV[5] start index, ARGV[6] stop index (inclusive)
---         'id':    ARGV[5] the one id to read
+-- ARGV[4] 'range': ARGV[5] start index, ARGV[6] stop index (inclusive), of the sorted set
+--                  (for 'delayed': the hot messages only)
+--         'id':    ARGV[5] the one id to read (hot or far)
+--         'far':   ARGV[5] a far bucket number, ARGV[6] an HSCAN cursor ('0' to start),
+--                  ARGV[7] COUNT: one bounded step through that bucket, in no order
 -- Returns { id1, score1, envelope1 or false, ... } (scores: the due time or the time it
--- died, in ms). Delayed messages are listed from the hot keys first, then bucket by bucket
--- from the far buckets (a bucket read whole and sorted by due time: peeking deep into a far
--- bucket of many messages is a heavy call).
+-- died, in ms); for 'far', the next cursor ('0' at the end) comes first. Every call reads a
+-- bounded number of elements: the client walks far buckets step by step and orders what it
+-- finds (Producer::peek), so that peeking never holds Redis for a whole bucket.
 local set = ({ delayed = KEYS[1], dead = KEYS[4] })[ARGV[3]]
 if not set then return redis.error_reply('unknown state ' .. ARGV[3]) end
 local out = {}
@@ -28,37 +31,21 @@ if ARGV[4] == 'id' then
   end
   return out
 end
+if ARGV[4] == 'far' then
+  -- One HSCAN step over far bucket ARGV[5]: a bounded read, however large the bucket.
+  local b = tonumber(ARGV[5])
+  local r = redis.call('HSCAN', far_key(b), ARGV[6], 'COUNT', tonumber(ARGV[7]))
+  out[1] = r[1]
+  local flat = r[2]
+  for i = 1, #flat, 2 do
+    local m = far_decode(flat[i + 1], b)
+    add(flat[i], string.format('%d', m and m.due_ms or 0), m and encode(m) or false)
+  end
+  return out
+end
 local start, stop = tonumber(ARGV[5]), tonumber(ARGV[6])
 local page = redis.call('ZRANGE', set, start, stop, 'WITHSCORES')
 for i = 1, #page, 2 do
   add(page[i], page[i + 1], redis.call('HGET', KEYS[3], page[i]))
-end
-if set ~= KEYS[1] then return out end
--- Past the hot keys: skip whole far buckets by their size, then read the ones the page reaches.
-local skip = math.max(0, start - redis.call('ZCARD', KEYS[1]))
-local want = stop - start + 1 - #page / 2
-for _, member in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
-  if want <= 0 then break end
-  local b = tonumber(member)
-  local key = far_key(b)
-  local size = redis.call('HLEN', key)
-  if skip >= size then
-    skip = skip - size
-  else
-    local flat = redis.call('HGETALL', key)
-    local held = {}
-    for i = 1, #flat, 2 do
-      local m = far_decode(flat[i + 1], b)
-      held[#held + 1] = { id = flat[i], m = m, due = m and m.due_ms or 0 }
-    end
-    table.sort(held, function(x, y) return x.due < y.due end)
-    for i = skip + 1, #held do
-      if want <= 0 then break end
-      local h = held[i]
-      add(h.id, string.format('%d', h.due), h.m and encode(h.m) or false)
-      want = want - 1
-    end
-    skip = 0
-  end
 end
 return out
