@@ -13,12 +13,13 @@ use crate::{Cli, Command, DeadCommand, DeadTarget, Failure, SendArgs};
 
 type Outcome = Result<(), Failure>;
 
-/// What a command prints: JSON for `--json`, else the table (or line) people read.
+/// What a command prints: JSON for `--json` (exact), else the table (or line) people read,
+/// with control characters escaped (`report::printable_lines`).
 fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
     if json {
         println!("{value}");
     } else {
-        println!("{}", human());
+        println!("{}", report::printable_lines(&human()));
     }
 }
 
@@ -53,31 +54,62 @@ fn message_id(id: &str) -> Result<MessageId, Failure> {
     Ok(MessageId::new(id)?)
 }
 
+/// One entry of a registry (topics, streams, rooms) and what could be read of it. An entry
+/// that cannot be read (a name that is not valid, a key of another type under it) is shown
+/// as an error row; it never hides the others.
+pub(crate) struct Entry<T> {
+    pub(crate) name: String,
+    pub(crate) read: Result<T, String>,
+}
+
+impl<T> Entry<T> {
+    /// `value(read)` for a readable entry; `{key: name, "error": why}` for the others.
+    pub(crate) fn json(&self, key: &str, value: impl Fn(&T) -> Value) -> Value {
+        match &self.read {
+            Ok(read) => value(read),
+            Err(why) => json!({ key: self.name, "error": why }),
+        }
+    }
+}
+
+/// Warns on stderr how many entries could not be read (their rows say why).
+fn warn_unreadable<T>(entries: &[Entry<T>], what: &str) {
+    let bad = entries.iter().filter(|e| e.read.is_err()).count();
+    if bad > 0 {
+        eprintln!("warning: {bad} {what} could not be read (see their rows)");
+    }
+}
+
 /// The stats of every registered topic.
-pub(crate) async fn all_stats(p: &Producer) -> Result<Vec<TopicStats>, Failure> {
+pub(crate) async fn all_stats(p: &Producer) -> Result<Vec<Entry<TopicStats>>, Failure> {
     let mut out = Vec::new();
-    for t in p.topics().await? {
-        out.push(p.topic_stats(&t).await?);
+    for name in p.topics().await? {
+        let read = p.topic_stats(&name).await.map_err(|e| e.to_string());
+        out.push(Entry { name, read });
     }
     Ok(out)
 }
 
 /// The state of every registered stream.
-pub(crate) async fn all_streams(p: &Producer) -> Result<Vec<StreamStats>, Failure> {
+pub(crate) async fn all_streams(p: &Producer) -> Result<Vec<Entry<StreamStats>>, Failure> {
     let mut out = Vec::new();
-    for s in p.streams().await? {
-        out.push(p.stream_stats(&s).await?);
+    for name in p.streams().await? {
+        let read = p.stream_stats(&name).await.map_err(|e| e.to_string());
+        out.push(Entry { name, read });
     }
     Ok(out)
 }
 
 /// The counts of every registered waiting room.
-pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<(String, RoomCounts)>, Failure> {
+pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<Entry<RoomCounts>>, Failure> {
     let mut out = Vec::new();
     for name in p.rooms().await? {
         // Counting reads no configuration; the default one only satisfies the constructor.
-        let room = WaitingRoom::new(p, &name, RoomConfig::default())?;
-        out.push((name, room.counts().await?));
+        let read = match WaitingRoom::new(p, &name, RoomConfig::default()) {
+            Ok(room) => room.counts().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        out.push(Entry { name, read });
     }
     Ok(out)
 }
@@ -88,21 +120,26 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
     match cli.command {
         Command::Topics => {
             let stats = all_stats(&p).await?;
+            warn_unreadable(&stats, "topics");
             emit(
                 json,
                 json!(stats
                     .iter()
-                    .map(|s| json!({"topic": s.topic, "delayed": s.delayed, "inflight": s.inflight, "dead": s.dead}))
+                    .map(|e| e.json("topic", |s| json!({"topic": s.topic, "delayed": s.delayed, "inflight": s.inflight, "dead": s.dead})))
                     .collect::<Vec<_>>()),
                 || {
-                    let mut t = table(&["TOPIC", "DELAYED", "IN FLIGHT", "DEAD"]);
-                    for s in &stats {
-                        t.add_row(vec![
-                            s.topic.clone(),
-                            s.delayed.to_string(),
-                            s.inflight.to_string(),
-                            s.dead.to_string(),
-                        ]);
+                    const HEADER: &[&str] = &["TOPIC", "DELAYED", "IN FLIGHT", "DEAD"];
+                    let mut t = table(HEADER);
+                    for e in &stats {
+                        t.add_row(match &e.read {
+                            Ok(s) => vec![
+                                s.topic.clone(),
+                                s.delayed.to_string(),
+                                s.inflight.to_string(),
+                                s.dead.to_string(),
+                            ],
+                            Err(why) => report::error_row(&e.name, why, HEADER.len()),
+                        });
                     }
                     t.to_string()
                 },
@@ -112,17 +149,25 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             let stats = match topic {
                 Some(topic) => {
                     known_topic(&p, &topic).await?;
-                    vec![p.topic_stats(&topic).await?]
+                    let read = Ok(p.topic_stats(&topic).await?);
+                    vec![Entry { name: topic, read }]
                 }
                 None => all_stats(&p).await?,
             };
+            warn_unreadable(&stats, "topics");
             emit(
                 json,
-                json!(stats.iter().map(report::stats_json).collect::<Vec<_>>()),
+                json!(stats
+                    .iter()
+                    .map(|e| e.json("topic", report::stats_json))
+                    .collect::<Vec<_>>()),
                 || {
                     let mut t = table(report::STATS_HEADER);
-                    for s in &stats {
-                        t.add_row(report::stats_row(s));
+                    for e in &stats {
+                        t.add_row(match &e.read {
+                            Ok(s) => report::stats_row(s),
+                            Err(why) => report::error_row(&e.name, why, report::STATS_HEADER.len()),
+                        });
                     }
                     t.to_string()
                 },
@@ -178,13 +223,25 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
         Command::Dead(dead) => dead_command(&p, json, dead).await?,
         Command::Streams => {
             let streams = all_streams(&p).await?;
+            warn_unreadable(&streams, "streams");
             emit(
                 json,
-                json!(streams.iter().map(report::stream_json).collect::<Vec<_>>()),
+                json!(streams
+                    .iter()
+                    .map(|e| e.json("stream", report::stream_json))
+                    .collect::<Vec<_>>()),
                 || {
                     let mut t = table(report::STREAMS_HEADER);
-                    for s in &streams {
-                        for row in report::stream_rows(s) {
+                    for e in &streams {
+                        let rows = match &e.read {
+                            Ok(s) => report::stream_rows(s),
+                            Err(why) => vec![report::error_row(
+                                &e.name,
+                                why,
+                                report::STREAMS_HEADER.len(),
+                            )],
+                        };
+                        for row in rows {
                             t.add_row(row);
                         }
                     }
@@ -194,16 +251,20 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
         }
         Command::Rooms => {
             let rooms = all_rooms(&p).await?;
+            warn_unreadable(&rooms, "rooms");
             emit(
                 json,
                 json!(rooms
                     .iter()
-                    .map(|(n, c)| report::room_json(n, c))
+                    .map(|e| e.json("room", |c| report::room_json(&e.name, c)))
                     .collect::<Vec<_>>()),
                 || {
                     let mut t = table(report::ROOMS_HEADER);
-                    for (n, c) in &rooms {
-                        t.add_row(report::room_row(n, c));
+                    for e in &rooms {
+                        t.add_row(match &e.read {
+                            Ok(c) => report::room_row(&e.name, c),
+                            Err(why) => report::error_row(&e.name, why, report::ROOMS_HEADER.len()),
+                        });
                     }
                     t.to_string()
                 },
@@ -212,7 +273,12 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
         Command::Dashboard {
             listen,
             allow_writes,
-        } => crate::dashboard::serve(p, listen, allow_writes).await?,
+            allow_hosts,
+            token,
+        } => {
+            let access = crate::dashboard::Access::new(allow_writes, allow_hosts, token)?;
+            crate::dashboard::serve(p, listen, access).await?
+        }
     }
     Ok(())
 }

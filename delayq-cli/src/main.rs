@@ -78,6 +78,15 @@ enum Command {
         /// Show and allow the replay and purge buttons of dead letters.
         #[arg(long)]
         allow_writes: bool,
+        /// Another name it may be reached by (a reverse proxy's host name), besides the listen
+        /// address and `localhost`; requests naming any other host are refused, so that a web
+        /// page whose name was re-pointed at this machine (DNS rebinding) cannot read it.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// A secret every API call must carry (`Authorization: Bearer …`); the page asks for it
+        /// once. Anyone who can reach the port without it sees nothing.
+        #[arg(long, env = "DELAYQ_DASHBOARD_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -178,7 +187,7 @@ fn main() -> ExitCode {
             if json {
                 println!("{}", serde_json::json!({ "error": text }));
             }
-            eprintln!("error: {text}");
+            eprintln!("error: {}", report::printable_lines(&text));
             ExitCode::from(code)
         }
     }

@@ -1,6 +1,8 @@
 //! What the commands and the dashboard show, in the two forms they show it: JSON values
 //! (`--json` and the dashboard's API share them) and table rows.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comfy_table::{presets::NOTHING, ContentArrangement, Table};
@@ -49,12 +51,77 @@ fn payload_short(raw: &[u8], max: usize) -> String {
     format!("{cut}…")
 }
 
-pub(crate) fn table(header: &[&str]) -> Table {
+/// Whether `c` must not reach a terminal as it is: a control character (C0, DEL, C1: cursor
+/// moves, screen clears, window titles, OSC 8 links…) or a bidirectional override, which
+/// reorders what is shown ("Trojan Source").
+fn unprintable(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every unprintable character shown as an escape (`\x1b`, `\n`, `\u{202e}`),
+/// so that what a message, an error or a key name carries is read, never obeyed, by the
+/// terminal. Everything people read goes through this; `--json` stays exact.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    escape(text, unprintable)
+}
+
+/// [`printable`], keeping line breaks: for whole lines of output.
+pub(crate) fn printable_lines(text: &str) -> Cow<'_, str> {
+    escape(text, |c| c != '\n' && unprintable(c))
+}
+
+fn escape(text: &str, shown_escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&shown_escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !shown_escaped(c) {
+            out.push(c);
+        } else if c == '\n' {
+            out.push_str("\\n");
+        } else if c == '\t' {
+            out.push_str("\\t");
+        } else if c == '\r' {
+            out.push_str("\\r");
+        } else if (c as u32) < 0x100 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A table for people: every cell added goes through [`printable`].
+pub(crate) struct Report(Table);
+
+impl Report {
+    pub(crate) fn add_row(&mut self, cells: Vec<String>) {
+        self.0
+            .add_row(cells.iter().map(|c| printable(c).into_owned()));
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+pub(crate) fn table(header: &[&str]) -> Report {
     let mut t = Table::new();
     t.load_style(NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(header.iter().copied());
-    t
+    Report(t)
+}
+
+/// A row for a registry entry that could not be read: its name, then the error.
+pub(crate) fn error_row(name: &str, error: &str, columns: usize) -> Vec<String> {
+    let mut row = vec![name.to_string(), format!("cannot read: {error}")];
+    row.resize(columns.max(2), "-".to_string());
+    row
 }
 
 pub(crate) fn stats_json(s: &TopicStats) -> Value {
@@ -149,7 +216,7 @@ pub(crate) fn dead_row(d: &DeadLetter, now: SystemTime) -> Vec<String> {
 }
 
 /// One dead letter, field by field, for `dead show`.
-pub(crate) fn dead_detail(d: &DeadLetter, now: SystemTime) -> Table {
+pub(crate) fn dead_detail(d: &DeadLetter, now: SystemTime) -> Report {
     let mut t = table(&["FIELD", "VALUE"]);
     let when = |t: Option<SystemTime>| relative_opt(t, now);
     t.add_row(vec!["id".to_string(), d.id.to_string()]);
@@ -241,6 +308,22 @@ mod tests {
         assert_eq!(relative(now - Duration::from_secs(90), now), "1m 30s ago");
         assert_eq!(relative(now + Duration::from_millis(300), now), "now");
         assert_eq!(relative(now - Duration::from_millis(300), now), "now");
+    }
+
+    #[test]
+    fn what_reaches_a_terminal_has_no_control_characters() {
+        let hostile = "boom\u{1b}]0;owned\u{7}\u{1b}[2J\r\n\u{202e}txt.exe\u{9b}";
+        let shown = printable(hostile);
+        assert_eq!(
+            shown,
+            "boom\\x1b]0;owned\\x07\\x1b[2J\\r\\n\\u{202e}txt.exe\\x9b"
+        );
+        assert!(!shown.chars().any(unprintable));
+        assert_eq!(printable_lines("a\nb\u{1b}"), "a\nb\\x1b");
+        assert!(matches!(printable("plain · text"), Cow::Borrowed(_)));
+        let mut t = table(&["A", "B"]);
+        t.add_row(vec!["x\u{1b}[31m".into(), "y".into()]);
+        assert!(!t.to_string().contains('\u{1b}'), "{t}");
     }
 
     #[test]

@@ -258,3 +258,182 @@ fn dashboard_warns_when_bound_beyond_loopback() {
         "{line:?}"
     );
 }
+
+/// One HTTP/1.1 request written as it is (so `Host`, `Origin` and the rest are exactly what a
+/// browser on another site would send): the status and the body.
+fn raw_http(base: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the dashboard");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {reply:?}"));
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// DNS rebinding and cross-site writes: a page on another site that points its own name at
+/// 127.0.0.1 sends its name in `Host`, and a write from it carries its `Origin`; without the
+/// token no API call is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_refuses_foreign_hosts_cross_site_writes_and_calls_without_its_token() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let runtime = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["dash.payments"])
+        .spawn()
+        .await
+        .unwrap();
+    for i in 0..2 {
+        let options = SendOptions::new().id(format!("pay-{i}"));
+        p.send_with("dash.payments", &json!({"card": "declined"}), options)
+            .await
+            .unwrap();
+    }
+    wait_until(Duration::from_secs(20), "2 dead", || {
+        dead_count(&server) == 2
+    })
+    .await;
+    runtime.shutdown().await.unwrap();
+
+    let token = "s3cret-token-0123456789";
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args([
+        "--redis-url",
+        &server.url(),
+        "dashboard",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .args(["--allow-writes", "--allow-host", "dash.internal"])
+    .env("DELAYQ_DASHBOARD_TOKEN", token)
+    .env_remove("DELAYQ_NAMESPACE");
+    let board = Service::start(cmd);
+    let base = board.url();
+    let own = base.trim_start_matches("http://").to_string();
+    let port = own.rsplit(':').next().unwrap().to_string();
+    let bearer = format!("Bearer {token}");
+    let auth = ("Authorization", bearer.as_str());
+
+    // A rebound name is refused, for the page and the API, even with the token.
+    let evil = format!("evil.example:{port}");
+    for path in ["/", "/api/overview"] {
+        let (code, body) = raw_http(&base, "GET", path, &[("Host", &evil), auth]);
+        assert_eq!(code, 421, "GET {path} with Host {evil}: {body}");
+    }
+    let (code, _) = raw_http(&base, "GET", "/api/overview", &[auth]);
+    assert_eq!(code, 421, "no Host at all");
+    // The listen address, localhost and an --allow-host name are this dashboard.
+    for host in [
+        own.clone(),
+        format!("localhost:{port}"),
+        format!("dash.internal:{port}"),
+    ] {
+        let (code, body) = raw_http(&base, "GET", "/api/overview", &[("Host", &host), auth]);
+        assert_eq!(code, 200, "Host {host}: {body}");
+        assert!(body.contains("dash.payments"), "{body}");
+    }
+    // No token, a wrong one: nothing.
+    let (code, body) = raw_http(&base, "GET", "/api/overview", &[("Host", &own)]);
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("dash.payments"), "{body}");
+    let wrong = format!("Bearer {}x", &token[..token.len() - 1]);
+    let (code, _) = raw_http(
+        &base,
+        "GET",
+        "/api/overview",
+        &[("Host", &own), ("Authorization", &wrong)],
+    );
+    assert_eq!(code, 401);
+    // The page itself carries no data and loads without the token (it asks for it).
+    let (code, page) = raw_http(&base, "GET", "/", &[("Host", &own)]);
+    assert_eq!(code, 200);
+    assert!(page.contains("token-form"), "the page has the token form");
+
+    // A write from another site is refused, whatever headers its script sets.
+    let purge = "/api/topics/dash.payments/dead-all/purge";
+    let confirm = ("X-Delayq-Confirm", "yes");
+    let cross = [("Origin", "http://evil.example"), ("Origin", "null")];
+    for origin in cross {
+        let (code, body) = raw_http(
+            &base,
+            "POST",
+            purge,
+            &[("Host", &own), auth, confirm, origin],
+        );
+        assert_eq!(code, 403, "{origin:?}: {body}");
+    }
+    let (code, body) = raw_http(
+        &base,
+        "POST",
+        purge,
+        &[
+            ("Host", &own),
+            auth,
+            confirm,
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+    );
+    assert_eq!(code, 403, "{body}");
+    let (code, _) = raw_http(&base, "POST", purge, &[("Host", &evil), auth, confirm]);
+    assert_eq!(code, 421);
+    assert_eq!(dead_count(&server), 2, "nothing was purged");
+    // From its own page: done.
+    let own_origin = format!("http://{own}");
+    let (code, body) = raw_http(
+        &base,
+        "POST",
+        purge,
+        &[
+            ("Host", &own),
+            auth,
+            confirm,
+            ("Origin", &own_origin),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(dead_count(&server), 0);
+}
+
+#[test]
+fn dashboard_refuses_a_short_token_and_a_bad_host_name() {
+    let server = RedisServer::start();
+    for (args, env_token, says) in [
+        (vec![], Some("short"), "too short"),
+        (vec!["--allow-host", "a/b"], None, "not a host name"),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        cmd.args([
+            "--redis-url",
+            &server.url(),
+            "dashboard",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(&args)
+        .env_remove("DELAYQ_NAMESPACE")
+        .env_remove("DELAYQ_DASHBOARD_TOKEN");
+        if let Some(t) = env_token {
+            cmd.env("DELAYQ_DASHBOARD_TOKEN", t);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
