@@ -26,6 +26,8 @@ pub struct BlackholeProxy {
     closed: Arc<AtomicBool>,
     /// How long each reply (server to client) is held, in ms.
     reply_delay_ms: Arc<AtomicU64>,
+    /// New connections are accepted and black-holed from the start.
+    all_dark: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for BlackholeProxy {
@@ -45,17 +47,33 @@ impl BlackholeProxy {
         let flows: Arc<Mutex<Vec<Flow>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let reply_delay_ms = Arc::new(AtomicU64::new(0));
+        let all_dark = Arc::new(AtomicBool::new(false));
         let target = SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
         {
             let (flows, closed, delay) = (flows.clone(), closed.clone(), reply_delay_ms.clone());
-            std::thread::spawn(move || accept(listener, target, flows, closed, delay));
+            let dark = all_dark.clone();
+            std::thread::spawn(move || accept(listener, target, flows, closed, delay, dark));
         }
         BlackholeProxy {
             port,
             flows,
             closed,
             reply_delay_ms,
+            all_dark,
         }
+    }
+
+    /// A whole outage without a single RST: every connection open now is black-holed, and
+    /// so is every new one (accepted, then silent), until [`restore`](Self::restore).
+    pub fn blackhole_all(&self) {
+        self.all_dark.store(true, Ordering::SeqCst);
+        self.blackhole();
+    }
+
+    /// Ends [`blackhole_all`](Self::blackhole_all) for new connections (the dark ones stay
+    /// dark).
+    pub fn restore(&self) {
+        self.all_dark.store(false, Ordering::SeqCst);
     }
 
     /// From now on, holds every byte the server sends back for `delay` before passing it on
@@ -91,6 +109,7 @@ fn accept(
     flows: Arc<Mutex<Vec<Flow>>>,
     closed: Arc<AtomicBool>,
     reply_delay_ms: Arc<AtomicU64>,
+    all_dark: Arc<AtomicBool>,
 ) {
     let no_delay = Arc::new(AtomicU64::new(0));
     for client in listener.incoming() {
@@ -102,7 +121,7 @@ fn accept(
             let _ = client.shutdown(Shutdown::Both);
             continue;
         };
-        let dark = Arc::new(AtomicBool::new(false));
+        let dark = Arc::new(AtomicBool::new(all_dark.load(Ordering::SeqCst)));
         let pump = |from: &TcpStream, to: &TcpStream, delay: &Arc<AtomicU64>| {
             let (from, to, dark) = (from.try_clone(), to.try_clone(), dark.clone());
             if let (Ok(from), Ok(to)) = (from, to) {

@@ -39,7 +39,8 @@ struct Shared {
     /// The connection in use and a generation number, bumped on every replacement so that a
     /// burst of failures on one dead connection replaces it once.
     current: Mutex<(u64, AnyConn)>,
-    replacing: tokio::sync::Mutex<()>,
+    /// Held by the one replacement under way.
+    replacing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl fmt::Debug for RedisConn {
@@ -105,7 +106,7 @@ impl RedisConn {
                 response_timeout: RESPONSE_TIMEOUT,
                 url: url.to_string(),
                 current: Mutex::new((0, conn)),
-                replacing: tokio::sync::Mutex::new(()),
+                replacing: Arc::default(),
             }),
         })
     }
@@ -121,7 +122,7 @@ impl RedisConn {
                 response_timeout: BLOCKING_RESPONSE_TIMEOUT,
                 url: self.shared.url.clone(),
                 current: Mutex::new((0, conn)),
-                replacing: tokio::sync::Mutex::new(()),
+                replacing: Arc::default(),
             }),
         })
     }
@@ -199,8 +200,11 @@ impl RedisConn {
     }
 
     /// Runs `call` on the current connection; when it fails in a way a new connection can
-    /// mend (a silent peer; on Sentinel also a dead or demoted primary), the connection is
-    /// replaced so that the next call does not meet it again.
+    /// mend (a silent peer; on Sentinel also a dead or demoted primary), a replacement is
+    /// started so that the next call does not meet it again. The failed call returns its
+    /// error at once: the replacement runs in the background, one at a time, so that in an
+    /// outage no call waits for reopens (a call fails within the response timeout), and the
+    /// callers that failed together start one reopen, not one each in turn.
     pub async fn run<T, F, Fut>(&self, call: F) -> redis::RedisResult<T>
     where
         F: FnOnce(AnyConn) -> Fut,
@@ -210,7 +214,7 @@ impl RedisConn {
         let result = call(conn).await;
         if let Err(e) = &result {
             if self.worth_replacing(e) {
-                self.replace(generation).await;
+                self.replace_in_background(generation);
             }
         }
         result
@@ -228,12 +232,24 @@ impl RedisConn {
                 || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")))
     }
 
-    /// Replaces connection `generation` with a new one, unless someone already did.
-    async fn replace(&self, generation: u64) {
-        let _one_at_a_time = self.shared.replacing.lock().await;
+    /// Starts replacing connection `generation` with a new one, unless it was replaced
+    /// already or a replacement is under way (which serves this failure too).
+    fn replace_in_background(&self, generation: u64) {
+        let Ok(one_at_a_time) = self.shared.replacing.clone().try_lock_owned() else {
+            return;
+        };
         if self.current().0 != generation {
             return;
         }
+        let conn = self.clone();
+        tokio::spawn(async move {
+            conn.replace(generation).await;
+            drop(one_at_a_time);
+        });
+    }
+
+    /// Replaces connection `generation` with a new one (the caller holds `replacing`).
+    async fn replace(&self, generation: u64) {
         match open(&self.shared.source, self.shared.response_timeout).await {
             Ok(fresh) => {
                 let mut current = self
