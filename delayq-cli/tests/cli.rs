@@ -1,46 +1,19 @@
 //! The `delayq` binary as an operator runs it: a process against a test-kit Redis, every
 //! command as a table and as `--json`, and the exit codes of bad input.
 
-use std::process::Command;
 use std::time::Duration;
 
 use delayq_dev::{producer, wait_until, RedisServer};
 use delayq_runtime::{delay_listener, MessageId, RoomConfig, Runtime, SendOptions, WaitingRoom};
 use serde_json::Value;
 
+mod common;
+use common::{delayq, Run};
+
 /// Fails every time, so its messages die after their one attempt.
 #[delay_listener(topic = "cli.poison", max_attempts = 1)]
 async fn always_fails(_msg: Value) -> Result<(), String> {
     Err("boom: card declined".into())
-}
-
-/// What a run of `delayq` gave.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
-    }
-}
-
-fn delayq(url: &str, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .arg("--redis-url")
-        .arg(url)
-        .args(args)
-        .env_remove("DELAYQ_NAMESPACE")
-        .output()
-        .expect("run delayq");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// Runs and expects exit code `code`.

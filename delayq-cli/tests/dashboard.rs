@@ -11,7 +11,7 @@ use delayq_dev::{
     get_json, http_agent, post_json, producer, screenshot, screenshots_dir, wait_until, DevTools,
     RedisServer, Service,
 };
-use delayq_runtime::{delay_listener, RoomConfig, Runtime, SendOptions, WaitingRoom};
+use delayq_runtime::{delay_listener, Producer, RoomConfig, Runtime, SendOptions, WaitingRoom};
 use serde_json::{json, Value};
 
 #[delay_listener(topic = "dash.payments", max_attempts = 1)]
@@ -41,23 +41,35 @@ fn post(agent: &ureq::Agent, url: &str, confirm: bool) -> (u16, Value) {
     post_json(agent, url, headers)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
-    let server = RedisServer::start();
-    let p = producer(&server).await;
+/// Sends `payments` to dash.payments (every fifth declined, ids `pay-<i>`) through a
+/// runtime, and waits until the declined ones are dead.
+async fn payments_with_dead_letters(server: &RedisServer, p: &Producer, payments: u64) {
     let runtime = Runtime::builder()
         .redis_url(server.url())
         .topics(["dash.payments"])
         .spawn()
         .await
         .unwrap();
-    for i in 0..20 {
+    for i in 0..payments {
         let card = if i % 5 == 0 { "declined" } else { "ok" };
         let options = SendOptions::new().id(format!("pay-{i}"));
         p.send_with("dash.payments", &json!({"i": i, "card": card}), options)
             .await
             .unwrap();
     }
+    let dead = payments.div_ceil(5);
+    wait_until(Duration::from_secs(20), "the declined ones dead", || {
+        dead_count(server) == dead
+    })
+    .await;
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    payments_with_dead_letters(&server, &p, 20).await;
     for i in 0..7 {
         p.send(
             "dash.reminders",
@@ -67,11 +79,6 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
         .await
         .unwrap();
     }
-    wait_until(Duration::from_secs(20), "4 dead, 16 handled", || {
-        dead_count(&server) == 4
-    })
-    .await;
-    runtime.shutdown().await.unwrap();
     p.publish("dash.events", &json!({"kind": "signup"}))
         .await
         .unwrap();
@@ -292,23 +299,7 @@ fn raw_http(base: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (
 async fn dashboard_refuses_foreign_hosts_cross_site_writes_and_calls_without_its_token() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let runtime = Runtime::builder()
-        .redis_url(server.url())
-        .topics(["dash.payments"])
-        .spawn()
-        .await
-        .unwrap();
-    for i in 0..2 {
-        let options = SendOptions::new().id(format!("pay-{i}"));
-        p.send_with("dash.payments", &json!({"card": "declined"}), options)
-            .await
-            .unwrap();
-    }
-    wait_until(Duration::from_secs(20), "2 dead", || {
-        dead_count(&server) == 2
-    })
-    .await;
-    runtime.shutdown().await.unwrap();
+    payments_with_dead_letters(&server, &p, 6).await; // pay-0 and pay-5 die
 
     let token = "s3cret-token-0123456789";
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));

@@ -10,33 +10,15 @@ use delayq_dev::{get_json, http_agent, producer, wait_until, RedisServer, Servic
 use delayq_runtime::{delay_listener, Runtime};
 use serde_json::{json, Value};
 
+mod common;
+use common::delayq;
+
 /// Sets the terminal's title and clears the screen, if printed raw.
 const HOSTILE: &str = "boom \u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}gnp.exe";
 
 #[delay_listener(topic = "cli.escape", max_attempts = 1)]
 async fn hostile(_msg: Value) -> Result<(), String> {
     Err(HOSTILE.into())
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn delayq(url: &str, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .arg("--redis-url")
-        .arg(url)
-        .args(args)
-        .env_remove("DELAYQ_NAMESPACE")
-        .output()
-        .expect("run delayq");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// No byte that a terminal would obey (C0 but newline, DEL, C1, bidi overrides).
@@ -91,7 +73,7 @@ async fn cli_escapes_control_characters_from_message_contents_and_keeps_json_exa
     );
     // --json stays exact: the same text, as JSON encodes it.
     let run = delayq(&url, &["--json", "dead", "show", "cli.escape", id.as_str()]);
-    let letter: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let letter = run.json();
     assert_eq!(letter["last_error"], HOSTILE, "{letter}");
     // A name typed (or pasted) with escapes comes back escaped in the error.
     let run = delayq(&url, &["stats", "x\u{1b}[2Jy"]);
@@ -136,8 +118,7 @@ async fn one_unreadable_registry_entry_is_an_error_row_and_the_rest_is_shown() {
         "{}",
         run.stderr
     );
-    let topics: Value =
-        serde_json::from_str(delayq(&url, &["--json", "topics"]).stdout.trim()).unwrap();
+    let topics: Value = delayq(&url, &["--json", "topics"]).json();
     let rows = topics.as_array().unwrap();
     assert_eq!(rows.len(), 3, "{topics}");
     assert!(
