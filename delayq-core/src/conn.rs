@@ -311,7 +311,7 @@ impl RedisConn {
 
 /// Turns a failed call on `keys` into an [`Error`]; a WRONGTYPE is traced to the key that
 /// holds the foreign value, so the message can name it.
-async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
+pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
     // Inside a script, a command's WRONGTYPE comes back as a script error whose code is the
     // script's, with WRONGTYPE only in its text; so the text is checked too.
     if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {

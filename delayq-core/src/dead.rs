@@ -153,7 +153,7 @@ impl Producer {
     /// One dead letter of `topic` by id; `None` when that id is not dead.
     pub async fn dead_letter(&self, topic: &str, id: &MessageId) -> Result<Option<DeadLetter>> {
         let keys = self.keys(topic)?;
-        let inv = scripts::list_one(&keys, State::Dead, id);
+        let inv = scripts::list_one(&keys, &Default::default(), State::Dead, id);
         let reply: Vec<Value> = invoke(&self.conn, &keys, &inv).await?;
         let rows = parse_rows(reply)?;
         Ok(rows.into_iter().next().map(|row| dead_letter(&keys, row)))

@@ -7,13 +7,13 @@ use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
 use crate::catalog::Remembered;
-use crate::conn::{invoke, on_topic, RedisConn};
+use crate::conn::{explain, on_topic, RedisConn};
 use crate::connect::{namespace_from_env, redis_url_from_env, UrlOrigin};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::{validate_namespace, Registered, TopicKeys};
 use crate::queue::TopicQueue;
-use crate::scripts::{self, Outgoing, SCRIPTS};
+use crate::scripts::{self, declaring, Buckets, Due, Outgoing};
 use crate::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
 use crate::trace::current_traceparent;
 
@@ -177,18 +177,24 @@ impl Producer {
         let payload = self.encode(payload)?;
         self.before_first_write(topic).await?;
         let trace = current_traceparent();
-        let inv = scripts::send(
-            &keys,
-            [Outgoing {
-                id: &id,
-                replace: options.replace,
-                due,
-                max_attempts,
-                trace: &trace,
-                payload: &payload,
-            }],
-        );
-        let codes: Vec<String> = invoke(&self.conn, &keys, &inv).await?;
+        let far = Buckets::default()
+            .due(&keys, due.expected_unix_ms())
+            .id(&keys, &id);
+        let codes: Vec<String> = declaring(&self.conn, &keys, far, |far| {
+            scripts::send(
+                &keys,
+                far,
+                [Outgoing {
+                    id: &id,
+                    replace: options.replace,
+                    due,
+                    max_attempts,
+                    trace: &trace,
+                    payload: &payload,
+                }],
+            )
+        })
+        .await?;
         let outcome = match codes.first().map(String::as_str) {
             Some("created") => SendOutcome::Created(id),
             Some("duplicate") => SendOutcome::Duplicate(id),
@@ -232,8 +238,8 @@ impl Producer {
         }
         self.before_first_write(topic).await?;
         let trace = current_traceparent();
-        let mut pipe = redis::pipe();
-        for chunk in encoded.chunks(BATCH_CHUNK) {
+        let chunks: Vec<_> = encoded.chunks(BATCH_CHUNK).collect();
+        let call = |chunk: &[(MessageId, Vec<u8>, Due)], far: &Buckets| {
             let messages = chunk.iter().map(|(id, payload, due)| Outgoing {
                 id,
                 replace: false,
@@ -242,30 +248,50 @@ impl Producer {
                 trace: &trace,
                 payload,
             });
-            pipe.invoke_script(&scripts::send(&keys, messages));
+            scripts::send(&keys, far, messages)
+        };
+        let guesses: Vec<Buckets> = chunks
+            .iter()
+            .map(|chunk| {
+                chunk.iter().fold(Buckets::default(), |far, (id, _, due)| {
+                    far.due(&keys, due.expected_unix_ms()).id(&keys, id)
+                })
+            })
+            .collect();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for (chunk, far) in chunks.iter().zip(&guesses) {
+            pipe.invoke_script(&call(chunk, far));
         }
         let pipe = &pipe;
-        on_topic(&self.conn, &keys, |mut conn| async move {
-            let first: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-            match first {
-                // Redis restarted or flushed its scripts. Nothing ran: every call in the
-                // pipeline is the same script, so they all failed. Load it and send the
-                // batch again.
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    SCRIPTS.send.load_async(&mut conn).await?;
-                    pipe.query_async::<Vec<Value>>(&mut conn).await
+        let replies: Vec<redis::RedisResult<Value>> =
+            on_topic(&self.conn, &keys, |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
+            .await?;
+        // A call that ran nothing (its script not loaded after a Redis restart, or far
+        // buckets it was not given) runs again on its own; any other failure is the batch's.
+        for ((chunk, far), reply) in chunks.iter().zip(guesses).zip(replies) {
+            match reply {
+                Ok(_) => {}
+                Err(e) if ran_nothing(&e) => {
+                    let _: Vec<String> =
+                        declaring(&self.conn, &keys, far, |far| call(chunk, far)).await?;
                 }
-                other => other,
+                Err(e) => return Err(explain(&self.conn, &keys, e).await),
             }
-        })
-        .await?;
+        }
         Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
     }
 
     /// Cancels a message that has not started.
     pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
         let keys = self.keys(topic)?;
-        let reply: String = invoke(&self.conn, &keys, &scripts::cancel(&keys, id)).await?;
+        let far = Buckets::default().id(&keys, id);
+        let reply: String = declaring(&self.conn, &keys, far, |far| {
+            scripts::cancel(&keys, far, id)
+        })
+        .await?;
         match reply.as_str() {
             "removed" => Ok(Cancelled::Removed),
             "inflight" => Ok(Cancelled::InFlight),
@@ -278,7 +304,13 @@ impl Producer {
     pub async fn reschedule(&self, topic: &str, id: &MessageId, delay: Duration) -> Result<bool> {
         let keys = self.keys(topic)?;
         let due = When::Delay(delay).due()?;
-        let n: i64 = invoke(&self.conn, &keys, &scripts::reschedule(&keys, id, due)).await?;
+        let far = Buckets::default()
+            .due(&keys, due.expected_unix_ms())
+            .id(&keys, id);
+        let n: i64 = declaring(&self.conn, &keys, far, |far| {
+            scripts::reschedule(&keys, far, id, due)
+        })
+        .await?;
         Ok(n == 1)
     }
 
@@ -302,4 +334,10 @@ impl Producer {
             dead,
         })
     }
+}
+
+/// Whether a failed script call of a pipeline ran nothing: its script was not loaded (Redis
+/// restarted or flushed its scripts), or it asked for far buckets before writing.
+fn ran_nothing(e: &redis::RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.code() == Some("DELAYQ_NEED")
 }

@@ -1,6 +1,8 @@
 //! The consumer side of one topic: claim, ack, extend, nack, release and requeue, each one
 //! script call. The runtime drives these; they hold no state and start no tasks.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation, Value};
@@ -10,7 +12,7 @@ use crate::envelope::{millis, Envelope};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::TopicKeys;
-use crate::scripts::{self, Failure};
+use crate::scripts::{self, declaring, Buckets, Failure};
 
 /// One claimed delivery: the message and the fence token its acks must present.
 #[derive(Debug, Clone)]
@@ -73,6 +75,9 @@ pub struct RequeueReport {
 pub struct TopicQueue {
     conn: RedisConn,
     keys: TopicKeys,
+    /// The first far bucket the last claim saw (-1: none), declared on the next claim so that
+    /// it can promote it (see "Declared buckets" in far.lua); shared by the clones.
+    far_head: Arc<AtomicI64>,
 }
 
 /// Ids one claim or ack call handles at most: the scripts pass them to single commands
@@ -102,7 +107,11 @@ fn optional_ms(v: i64) -> Option<u64> {
 impl TopicQueue {
     /// The queue of the topic whose keys are `keys`, over `conn`.
     pub fn new(conn: RedisConn, keys: TopicKeys) -> Self {
-        Self { conn, keys }
+        Self {
+            conn,
+            keys,
+            far_head: Arc::new(AtomicI64::new(-1)),
+        }
     }
 
     /// The topic's keys.
@@ -118,17 +127,22 @@ impl TopicQueue {
     /// from now.
     pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
         let k = &self.keys;
+        let head = self.far_head.load(Ordering::Relaxed);
+        let far = Buckets::default().bucket((head >= 0).then_some(head));
         let reply: Vec<Value> = self
             .invoke(&scripts::claim_due(
                 k,
+                &far,
                 max.clamp(1, MAX_CLAIM_BATCH),
                 millis(lease),
             ))
             .await?;
         let mut it = reply.into_iter();
-        let (Some(now), Some(next)) = (it.next(), it.next()) else {
+        let (Some(now), Some(next), Some(head)) = (it.next(), it.next(), it.next()) else {
             return Err(Error::unexpected("claim_due", &"a short reply"));
         };
+        let head = int(&head).ok_or_else(|| Error::unexpected("claim_due", &head))?;
+        self.far_head.store(head, Ordering::Relaxed);
         let mut batch = ClaimBatch {
             now_us: int(&now).ok_or_else(|| Error::unexpected("claim_due", &now))? as u64,
             next_due_ms: optional_ms(
@@ -198,9 +212,12 @@ impl TopicQueue {
         dead_reason: Option<&str>,
     ) -> Result<NackOutcome> {
         let k = &self.keys;
-        let reply: String = self
-            .invoke(&scripts::nack(
+        let due = crate::envelope::time_to_ms(std::time::SystemTime::now()) + millis(backoff);
+        let far = Buckets::default().due(k, due);
+        let reply: String = declaring(&self.conn, k, far, |far| {
+            scripts::nack(
                 k,
+                far,
                 id,
                 token,
                 Failure {
@@ -209,8 +226,9 @@ impl TopicQueue {
                     default_max_attempts,
                     dead_reason,
                 },
-            ))
-            .await?;
+            )
+        })
+        .await?;
         match reply.as_str() {
             "retry" => Ok(NackOutcome::Retry),
             "dead" => Ok(NackOutcome::Dead),

@@ -1,17 +1,21 @@
 -- cancel.lua: remove a message that has not started.
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the id may be in)
 -- ARGV[3] id
 -- Returns 'removed' (it was delayed, hot or far), 'inflight' (claimed right now; left alone)
 -- or 'notfound' (unknown, already done, or dead: dead letters go through purge_dead).
 local id = ARGV[3]
+local t = id_time(id)
+need_lookup(id, t, false)
+local missing = missing_buckets()
+if missing then return missing end
 if redis.call('ZSCORE', KEYS[2], id) then return 'inflight' end
 if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
   return 'removed'
 end
-local b = far_bucket(id, id_time(id))
+local b = far_bucket(id, t)
 if b then
-  far_remove(id, b)
+  far_remove(id, b, t, nil)
   far_flush()
   return 'removed'
 end

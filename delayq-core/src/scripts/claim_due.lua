@@ -2,8 +2,10 @@
 -- when large), then due messages move from `delayed` to `inflight` with an ack deadline.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
--- Returns { now_us, when to look next (ms) or -1, id1, envelope1, id2, envelope2, ... } (now in
--- microseconds, so a boss can sleep to the due time precisely); attempt is incremented and
+-- KEYS[10], when given: the far bucket the boss expects to promote next (see far.lua)
+-- Returns { now_us, when to look next (ms) or -1, the first far bucket or -1, id1, envelope1,
+-- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;
+-- the boss declares that bucket on its next call, so that it can be promoted); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
 -- comes back with 'orphan' (dropped); one that does not parse with 'corrupt' (moved to the
 -- dead letters untouched).
@@ -11,7 +13,7 @@ local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
 promote(now)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
-local out = { now_micros, -1 }
+local out = { now_micros, -1, -1 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[4])
@@ -50,5 +52,7 @@ if #ids > 0 then
   if inflight_was_empty and #scores > 0 then wake(WAKE_BACK) end
 end
 far_flush()
-out[2] = next_due()
+local next, head = next_due()
+out[2] = next
+out[3] = head or -1
 return out

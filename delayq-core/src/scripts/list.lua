@@ -1,6 +1,6 @@
 -- list.lua: read a page of one state's messages, earliest score first (for dead letters,
 -- `delayq peek` and `delayq dead show`).
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets it reads)
 -- ARGV[3] state: 'delayed' or 'dead'
 -- ARGV[4] 'range': ARGV[5] start index, ARGV[6] stop index (inclusive), of the sorted set
 --                  (for 'delayed': the hot messages only)
@@ -21,6 +21,9 @@ local function add(id, score, envelope)
 end
 if ARGV[4] == 'id' then
   local id = ARGV[5]
+  if set == KEYS[1] then need_lookup(id, id_time(id), false) end
+  local missing = missing_buckets()
+  if missing then return missing end
   local score = redis.call('ZSCORE', set, id)
   if score then
     add(id, score, redis.call('HGET', KEYS[3], id))
@@ -34,6 +37,9 @@ end
 if ARGV[4] == 'far' then
   -- One HSCAN step over far bucket ARGV[5]: a bounded read, however large the bucket.
   local b = tonumber(ARGV[5])
+  need(b)
+  local missing = missing_buckets()
+  if missing then return missing end
   local r = redis.call('HSCAN', far_key(b), ARGV[6], 'COUNT', tonumber(ARGV[7]))
   out[1] = r[1]
   local flat = r[2]

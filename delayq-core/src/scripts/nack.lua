@@ -1,6 +1,6 @@
 -- nack.lua: a failed delivery goes back to `delayed` (or a far bucket) after a backoff, or to `dead` once it has
 -- used max_attempts (or at once when the caller dead-letters it).
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far bucket of a long backoff)
 -- ARGV[3] id   ARGV[4] delivery token   ARGV[5] backoff ms
 -- ARGV[6] error text (kept as last_error)   ARGV[7] default max_attempts
 -- ARGV[8] dead reason: '' to retry while attempts remain, else dead-letter now with it
@@ -9,9 +9,13 @@ local id = ARGV[3]
 local m = owned(id, ARGV[4])
 if not m then return 'stale' end
 local now = now_ms()
+local due = now + tonumber(ARGV[5])
+local max = attempts_allowed(m, ARGV[7])
+if ARGV[8] == '' and m.attempt < max and goes_far(due, now) then need(bucket_of(due)) end
+local missing = missing_buckets()
+if missing then return missing end
 redis.call('ZREM', KEYS[2], id)
 m.last_error = ARGV[6]
-local max = attempts_allowed(m, ARGV[7])
 if ARGV[8] ~= '' then
   bury(id, m, ARGV[8], now)
   count('dead', 1, now)
@@ -23,10 +27,11 @@ if m.attempt >= max then
   return 'dead'
 end
 local old_next = next_due()
-m.due_ms = now + tonumber(ARGV[5])
--- A long backoff puts the message in a far bucket, like a send.
-redis.call('HDEL', KEYS[3], id)
-local look = place(id, m, now, id_time(id))
+m.due_ms = due
+-- A long backoff puts the message in a far bucket, like a send (placed hot, it overwrites
+-- its envelope in `msg`; placed far, the envelope goes after, see far.lua).
+local look, now_in = place(id, m, now, id_time(id))
+if now_in then redis.call('HDEL', KEYS[3], id) end
 far_flush()
 if old_next == -1 or look < old_next then wake(WAKE_BOSS) end
 count('retry', 1, now)

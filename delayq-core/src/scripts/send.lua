@@ -1,57 +1,83 @@
 -- send.lua: new messages enter `delayed`, or their far bucket when due later than about two
 -- minutes from now (one call for one message or a whole batch).
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the call may touch)
 -- then 7 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, trace, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed, far or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
 --   trace: the sender's W3C traceparent, or ''
+-- The ids of one call are distinct.
 -- Returns one code per message: 'created', 'duplicate' or 'replaced'.
 local now = now_ms()
+
+-- Which far buckets the call needs: each message's, and those its id may already be in.
+local batch, seen, soon_far = {}, {}, false
+for i = 3, #ARGV, 7 do
+  local id, kind = ARGV[i], ARGV[i + 2]
+  if seen[id] then return redis.error_reply('delayq: id ' .. id .. ' twice in one send') end
+  seen[id] = true
+  local due = tonumber(ARGV[i + 3])
+  if kind == 'delay' then due = now + due end
+  if goes_far(due, now) then
+    need(bucket_of(due))
+    soon_far = true
+  end
+  batch[#batch + 1] = { i = i, id = id, due = due, t = id_time(id) }
+end
+for _, s in ipairs(batch) do need_lookup(s.id, s.t, soon_far) end
+local missing = missing_buckets()
+if missing then return missing end
+
 local old_next = next_due()
 local earliest = -1
 local out = {}
-for i = 3, #ARGV, 7 do
-  local id, mode, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local due = tonumber(ARGV[i + 3])
-  if kind == 'delay' then due = now + due end
-  local outcome = 'created'
-  local t = id_time(id)
+-- Where each replaced message was, cleared once every message is placed (see far.lua).
+local clear = {}
+for _, s in ipairs(batch) do
+  local id, mode, i = s.id, ARGV[s.i + 1], s.i
+  local outcome, was = 'created', nil
   if redis.call('HEXISTS', KEYS[3], id) == 1 then
     if redis.call('ZSCORE', KEYS[2], id) then
       outcome = 'duplicate'
     elseif redis.call('ZSCORE', KEYS[1], id) then
-      if mode == 'replace' then
-        outcome = 'replaced'
-        redis.call('ZREM', KEYS[1], id)
-      else
-        outcome = 'duplicate'
-      end
-    elseif redis.call('ZREM', KEYS[4], id) == 1 then
+      if mode == 'replace' then outcome, was = 'replaced', 'hot' else outcome = 'duplicate' end
+    elseif redis.call('ZSCORE', KEYS[4], id) then
       -- A dead message with this id is done with: the new send starts it afresh.
-      outcome = 'created'
+      was = 'dead'
+    else
+      was = 'stray' -- an envelope in `msg` of no state: the new send takes its place
     end
-    if outcome ~= 'duplicate' then redis.call('HDEL', KEYS[3], id) end
   else
-    local b = far_bucket(id, t)
+    local b = far_bucket(id, s.t)
     if b then
-      if mode == 'replace' then
-        outcome = 'replaced'
-        far_remove(id, b)
-      else
-        outcome = 'duplicate'
-      end
+      if mode == 'replace' then outcome, was = 'replaced', b else outcome = 'duplicate' end
     end
   end
   if outcome ~= 'duplicate' then
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
-      due_ms = due, last_error = '', dead_reason = '', trace = ARGV[i + 5], payload = ARGV[i + 6] }
-    local look = place(id, m, now, t)
+      due_ms = s.due, last_error = '', dead_reason = '', trace = ARGV[i + 5],
+      payload = ARGV[i + 6] }
+    local look, now_in = place(id, m, now, s.t)
     if earliest == -1 or look < earliest then earliest = look end
+    if was then clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in } end
   end
   out[#out + 1] = outcome
+end
+far_flush()
+for _, c in ipairs(clear) do
+  if type(c.was) == 'number' then
+    far_remove(c.id, c.was, c.t, c.now_in)
+  else
+    if c.was == 'dead' then redis.call('ZREM', KEYS[4], c.id) end
+    -- Placed hot, the message overwrote its entries in `delayed` and `msg`; placed far, it
+    -- leaves them.
+    if c.now_in then
+      if c.was == 'hot' then redis.call('ZREM', KEYS[1], c.id) end
+      redis.call('HDEL', KEYS[3], c.id)
+    end
+  end
 end
 far_flush()
 -- Wake the bosses when this send moved the time they must look earlier, or when that time
