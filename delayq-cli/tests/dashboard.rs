@@ -62,6 +62,19 @@ async fn payments_with_dead_letters(server: &RedisServer, p: &Producer, payments
         dead_count(server) == dead
     })
     .await;
+    // ... and every other one handled (a shutdown would hand a running one back).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = p.counts("dash.payments").await.unwrap();
+        if (c.delayed, c.inflight) == (0, 0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "payments still pending: {c:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     runtime.shutdown().await.unwrap();
 }
 
