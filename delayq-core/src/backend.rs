@@ -21,6 +21,15 @@ pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const BLOCKING_RESPONSE_TIMEOUT: Duration = Duration::from_secs(75);
 /// One attempt to open a connection (TCP, TLS, AUTH, HELLO) gives up after this long.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
+/// On a cluster, a command that met a dead node, `TRYAGAIN` or `CLUSTERDOWN` is retried
+/// after a wait between these two (milliseconds; jittered, growing with each retry), all
+/// within the response timeout. The `redis` crate's default starts at 1.28 s, so after a
+/// failover a command waited that long before it even looked at the new primary.
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (50, 500);
+/// Enough retries at those waits to span the response timeout, which ends them: a command
+/// sent as a primary dies waits for its replica's promotion (about 2 × `cluster-node-timeout`)
+/// instead of failing with `CLUSTERDOWN` after a second or two.
+const CLUSTER_RETRIES: u32 = 64;
 
 /// A connection to any of the deployments; scripts and pipelines run on it alike (the
 /// cluster connection routes each by its first key and follows `MOVED`/`ASK`).
@@ -105,6 +114,9 @@ pub(crate) fn cluster_builder(url: &str, nodes: &[String]) -> Result<ClusterClie
     let mut builder = ClusterClientBuilder::new(infos)
         .connection_timeout(CONNECTION_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+        .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
         .tcp_settings(tcp_settings());
     if let Some(certs) = tls_certificates(url)? {
         builder = builder.certs(certs);

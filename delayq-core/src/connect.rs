@@ -99,6 +99,12 @@ pub(crate) fn tcp_settings() -> TcpSettings {
 /// A client for `url`, with TCP keepalive. For `rediss://` (TLS) it trusts the CAs in
 /// `DELAYQ_REDIS_CA_FILE` when that is set, else the system's trust store.
 pub fn open_client(url: &str) -> Result<redis::Client> {
+    open_client_at(url, None)
+}
+
+/// As [`open_client`], with `url`'s credentials and TLS settings but to `host:port` when
+/// given (a cluster node that is not among the seeds).
+pub(crate) fn open_client_at(url: &str, at: Option<(&str, u16)>) -> Result<redis::Client> {
     static CRYPTO: Once = Once::new();
     CRYPTO.call_once(|| {
         // An application that installed its own rustls provider keeps it.
@@ -108,10 +114,26 @@ pub fn open_client(url: &str) -> Result<redis::Client> {
         url: redact_url(url),
         reason: e.to_string(),
     };
-    let info = url
+    let mut info = url
         .into_connection_info()
         .map_err(invalid)?
         .set_tcp_settings(tcp_settings());
+    if let Some((host, port)) = at {
+        let addr = match info.addr().clone() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        info = info.set_addr(addr);
+    }
     match tls_certificates(url)? {
         Some(certs) => redis::Client::build_with_tls(info, certs).map_err(invalid),
         None => redis::Client::open(info).map_err(invalid),

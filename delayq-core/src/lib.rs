@@ -26,6 +26,7 @@ mod leader;
 mod producer;
 mod publish;
 mod queue;
+mod replicated;
 mod room;
 mod scripts;
 mod send_options;

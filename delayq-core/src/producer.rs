@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::keys::{validate_namespace, Registered, TopicKeys};
 use crate::queue::TopicQueue;
+use crate::replicated::Replicated;
 use crate::scripts::{self, declaring, Buckets, Due, Outgoing};
 use crate::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
 use crate::trace::current_traceparent;
@@ -34,6 +35,8 @@ pub struct Producer {
     pub(crate) registered: Remembered,
     /// Set once the namespace's layout version was checked (see layout.rs).
     pub(crate) layout_checked: Arc<tokio::sync::OnceCell<()>>,
+    /// Sends that wait for replicas write and wait here (see replicated.rs).
+    replicated: Arc<Replicated>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -69,11 +72,12 @@ impl Producer {
     /// A producer over an open connection (the runtime shares its own this way).
     pub(crate) fn over(conn: RedisConn, namespace: &str) -> Self {
         Producer {
-            conn,
             namespace: namespace.into(),
             max_payload: DEFAULT_MAX_PAYLOAD,
             registered: Remembered::default(),
             layout_checked: Arc::default(),
+            replicated: Arc::new(Replicated::new(conn.clone())),
+            conn,
         }
     }
 
@@ -180,7 +184,15 @@ impl Producer {
         let far = Buckets::default()
             .due(&keys, due.expected_unix_ms())
             .id(&keys, &id);
-        let codes: Vec<String> = declaring(&self.conn, &keys, far, |far| {
+        // A send that waits for replicas writes on the connection it will wait on (and on
+        // which nothing else waits behind it), noting first where the write will go.
+        let started = std::time::Instant::now();
+        let lane = match options.replicas {
+            0 => None,
+            _ => Some(self.replicated.lane(&keys.msg).await?),
+        };
+        let conn = lane.as_ref().map_or(&self.conn, |lane| &lane.conn);
+        let codes: Vec<String> = declaring(conn, &keys, far, |far| {
             scripts::send(
                 &keys,
                 far,
@@ -201,10 +213,13 @@ impl Producer {
             Some("replaced") => SendOutcome::Replaced(id),
             _ => return Err(Error::unexpected("send", &codes)),
         };
-        if options.replicas > 0 {
+        if let Some(lane) = lane {
+            // The replica timeout counts from the start of the send: time spent behind
+            // another round of waiting on this connection is part of it.
+            let deadline = started + options.replica_timeout;
             let acked = self
-                .conn
-                .wait_for_replicas(&keys.msg, options.replicas, options.replica_timeout)
+                .replicated
+                .wait(lane, options.replicas, deadline)
                 .await?;
             if acked < options.replicas as usize {
                 return Err(Error::NotReplicated {

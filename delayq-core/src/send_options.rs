@@ -116,7 +116,11 @@ impl SendOptions {
         self
     }
 
-    /// How long [`replicas`](Self::replicas) waits (default 1 s).
+    /// How long [`replicas`](Self::replicas) waits (default 1 s), counted from the start of
+    /// the send. Such sends write and wait on a connection of their own (one per primary on
+    /// a cluster), and the sends that wrote meanwhile share one `WAIT`; a write may first wait
+    /// behind the `WAIT` before it, so a send returns within about twice this (plus its round
+    /// trips), never holding up any other command of the producer.
     pub fn replica_timeout(mut self, timeout: Duration) -> Self {
         self.replica_timeout = timeout;
         self

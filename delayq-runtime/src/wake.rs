@@ -7,8 +7,12 @@
 //!
 //! On a single server (or a Sentinel primary) it is a plain `SUBSCRIBE`; on Redis Cluster a
 //! sharded `SSUBSCRIBE` over a RESP3 cluster connection, so each wake-up comes only from the
-//! shard that owns its topic. That connection subscribes again by itself after a failover or
-//! a slot move; each re-subscription wakes its topic, so a `MOVED` never strands one.
+//! shard that owns its topic. That connection subscribes again by itself after a slot move;
+//! each re-subscription wakes its topic, so a `MOVED` never strands one. It does not after a
+//! failover: it keeps reconnecting to the dead primary and never asks the cluster who took
+//! its slots over, so the topics of that shard went deaf. So when any of its node
+//! connections closes, the subscriber starts over on a new cluster connection, retrying
+//! every 100 ms to 1 s until every channel is subscribed where its slot is served now.
 //!
 //! A subscriber only reads, so a peer that vanished without closing the socket (a NAT or load
 //! balancer dropping an idle flow) would leave every idle topic deaf. It PINGs every
@@ -33,6 +37,11 @@ const PING_EVERY: Duration = Duration::from_secs(15);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one attempt to connect and subscribe may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A subscription that lasted this long ended for a new reason: the next retry starts from
+/// the shortest delay again.
+const STABLE_FOR: Duration = Duration::from_secs(5);
+/// At most this many `SSUBSCRIBE` calls in flight while (re)subscribing a cluster.
+const SUBSCRIBE_CONCURRENCY: usize = 64;
 
 /// Wake channel → topic.
 struct Routes(HashMap<String, Arc<TopicRuntime>>);
@@ -86,9 +95,11 @@ pub(crate) async fn run_subscriber(
         stop: &stop,
         subscribed: &mut subscribed,
         health: Health::new("wake-up subscriber".to_string()),
+        since: None,
     };
     let mut retry = RetryDelay::new();
     while !stop.is_cancelled() {
+        session.since = None;
         let ended = if conn.is_cluster() {
             session.sharded().await
         } else {
@@ -97,6 +108,9 @@ pub(crate) async fn run_subscriber(
         match ended {
             Ok(()) => return, // stopped
             Err(why) => session.health.failed(&why),
+        }
+        if session.since.is_some_and(|at| at.elapsed() >= STABLE_FOR) {
+            retry.reset();
         }
         tokio::select! {
             _ = tokio::time::sleep(retry.next_delay()) => {}
@@ -129,11 +143,14 @@ struct Session<'a> {
     /// Told once the first subscription is in place, so that `spawn` can return.
     subscribed: &'a mut Option<tokio::sync::oneshot::Sender<()>>,
     health: Health,
+    /// When this session's subscription was in place.
+    since: Option<std::time::Instant>,
 }
 
 impl Session<'_> {
     /// Once subscribed: the topics look once, and `spawn` learns it may return.
     fn subscribed_now(&mut self) {
+        self.since = Some(std::time::Instant::now());
         self.health.ok();
         self.routes.wake_all();
         if let Some(ready) = self.subscribed.take() {
@@ -187,14 +204,25 @@ impl Session<'_> {
         let (pushes_tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
         let channels = routes.channels();
         let connect = async {
-            let mut cluster = conn
+            let cluster = conn
                 .cluster_subscriber(pushes_tx)
                 .await
                 .expect("a cluster deployment has a cluster subscriber")?;
             // One call per channel: a sharded subscription takes channels of one slot only.
-            for channel in &channels {
-                cluster.ssubscribe(channel).await?;
-            }
+            let calls: Vec<_> = channels
+                .iter()
+                .cloned()
+                .map(|channel| {
+                    let mut cluster = cluster.clone();
+                    async move { cluster.ssubscribe(channel).await }
+                })
+                .collect();
+            futures_util::stream::iter(calls)
+                .buffer_unordered(SUBSCRIBE_CONCURRENCY)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<redis::RedisResult<Vec<()>>>()?;
             Ok::<_, redis::RedisError>(cluster)
         };
         let Some(mut cluster) = connect_unless_stopped(connect, stop).await? else {
@@ -222,6 +250,11 @@ impl Session<'_> {
                             {
                                 Routes::wake(topic);
                             }
+                        }
+                        // A node connection closed: perhaps a primary died, whose slots a
+                        // replica will serve; this connection would never look (see above).
+                        PushKind::Disconnection => {
+                            return Err("a cluster node closed its connection; subscribing anew".into());
                         }
                         _ => {}
                     },
