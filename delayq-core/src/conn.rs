@@ -124,6 +124,29 @@ impl RedisConn {
         self.sibling(RESPONSE_TIMEOUT).await
     }
 
+    /// Runs `pipe` on a connection to one server (not a cluster), and says which generation
+    /// of this connection ran it.
+    pub(crate) async fn pipeline_on(
+        &self,
+        pipe: redis::Pipeline,
+    ) -> redis::RedisResult<(u64, Vec<redis::Value>)> {
+        let (generation, conn) = self.current();
+        let result = match conn {
+            AnyConn::Single(mut c) => pipe.query_async(&mut c).await,
+            AnyConn::Direct(mut c) => pipe.query_async(&mut c).await,
+            AnyConn::Cluster(_) => Err(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a pipeline to one server, on a cluster connection",
+            ))),
+        };
+        if let Err(e) = &result {
+            if self.worth_replacing(e) {
+                self.replace_in_background(generation);
+            }
+        }
+        result.map(|values| (generation, values))
+    }
+
     /// On a cluster: the address of the primary serving `key` now; `None` when this is not a
     /// cluster.
     pub(crate) async fn primary_of(&self, key: &str) -> Result<Option<String>> {

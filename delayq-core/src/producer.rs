@@ -192,7 +192,7 @@ impl Producer {
             _ => Some(self.replicated.lane(&keys.msg).await?),
         };
         let conn = lane.as_ref().map_or(&self.conn, |lane| &lane.conn);
-        let codes: Vec<String> = declaring(conn, &keys, far, |far| {
+        let codes: Result<Vec<String>> = declaring(conn, &keys, far, |far| {
             scripts::send(
                 &keys,
                 far,
@@ -206,7 +206,11 @@ impl Producer {
                 }],
             )
         })
-        .await?;
+        .await;
+        if codes.is_err() && lane.is_some() {
+            self.replicated.forget(&keys.msg);
+        }
+        let codes = codes?;
         let outcome = match codes.first().map(String::as_str) {
             Some("created") => SendOutcome::Created(id),
             Some("duplicate") => SendOutcome::Duplicate(id),
@@ -220,7 +224,8 @@ impl Producer {
             let acked = self
                 .replicated
                 .wait(lane, options.replicas, deadline)
-                .await?;
+                .await
+                .inspect_err(|_| self.replicated.forget(&keys.msg))?;
             if acked < options.replicas as usize {
                 return Err(Error::NotReplicated {
                     acked,

@@ -59,6 +59,8 @@ pub(crate) struct Replicated {
     base: RedisConn,
     /// By primary address on a cluster; under "" otherwise.
     conns: tokio::sync::Mutex<HashMap<String, RedisConn>>,
+    /// On a cluster: the primary last found for a key, until a write there fails.
+    primaries: std::sync::Mutex<HashMap<String, String>>,
     rounds: std::sync::OnceLock<mpsc::UnboundedSender<Waiter>>,
 }
 
@@ -67,13 +69,22 @@ impl Replicated {
         Replicated {
             base,
             conns: Default::default(),
+            primaries: Default::default(),
             rounds: std::sync::OnceLock::new(),
         }
     }
 
     /// The connection a write to `key` goes over, and who it is; read before the write.
     pub(crate) async fn lane(&self, key: &str) -> Result<Lane> {
-        let node = self.base.primary_of(key).await?.unwrap_or_default();
+        let known = self.primaries().get(key).cloned();
+        let node = match known {
+            Some(node) => node,
+            None => {
+                let node = self.base.primary_of(key).await?.unwrap_or_default();
+                self.primaries().insert(key.to_string(), node.clone());
+                node
+            }
+        };
         let conn = {
             let mut conns = self.conns.lock().await;
             match conns.get(&node) {
@@ -89,8 +100,23 @@ impl Replicated {
                 }
             }
         };
-        let seat = seat_of(&conn, &node).await?;
-        Ok(Lane { conn, seat })
+        match seat_of(&conn, &node).await {
+            Ok(seat) => Ok(Lane { conn, seat }),
+            Err(e) => {
+                self.forget(key);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A write to `key` failed: the next one looks for its primary again (a failover or a
+    /// slot move may have come).
+    pub(crate) fn forget(&self, key: &str) {
+        self.primaries().remove(key);
+    }
+
+    fn primaries(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.primaries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How many replicas acknowledged the writes made on `lane` (this one included), waiting
@@ -175,14 +201,20 @@ async fn round(seat: Seat, waiters: Vec<Waiter>) -> Seat {
     let Some(conn) = waiters.first().map(|w| w.conn.clone()) else {
         return seat;
     };
-    let mut wait = redis::cmd("WAIT");
-    wait.arg(replicas).arg(millis);
-    // The connection is read again after the WAIT: the same one as before the write means no
-    // reconnect came between (client ids only grow), so the WAIT counted the write.
+    // WAIT and CLIENT ID in one pipeline on this connection (to one server, so both go over
+    // it in order): the same client as before the write means no reconnect came between
+    // (client ids only grow), so the WAIT counted the write.
+    let mut pipe = redis::pipe();
+    pipe.cmd("WAIT").arg(replicas).arg(millis);
+    pipe.cmd("CLIENT").arg("ID");
     let acked = async {
-        let (_, count) = conn.command_at_primary("", wait).await?;
-        let now = seat_of(&conn, &seat.node).await?;
-        let count: usize = redis::from_redis_value(count)?;
+        let (generation, values) = conn.pipeline_on(pipe).await?;
+        let (count, client): (usize, i64) = redis::from_redis_value(redis::Value::Array(values))?;
+        let now = Seat {
+            node: seat.node.clone(),
+            generation,
+            client,
+        };
         Ok::<_, redis::RedisError>(if now == seat { count } else { 0 })
     }
     .await;
