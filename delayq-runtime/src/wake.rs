@@ -12,7 +12,8 @@
 //! failover: it keeps reconnecting to the dead primary and never asks the cluster who took
 //! its slots over, so the topics of that shard went deaf. So when any of its node
 //! connections closes, the subscriber starts over on a new cluster connection, retrying
-//! every 100 ms to 1 s until every channel is subscribed where its slot is served now.
+//! (from 100 ms, doubling to 5 s; from 100 ms again after a subscription that held 5 s) until
+//! every channel is subscribed where its slot is served now.
 //!
 //! A subscriber only reads, so a peer that vanished without closing the socket (a NAT or load
 //! balancer dropping an idle flow) would leave every idle topic deaf. It PINGs every
