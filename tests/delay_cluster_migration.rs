@@ -264,3 +264,76 @@ async fn a_slot_migrating_mid_use_changes_nothing_partway() {
         "hot, an hour, user-e, the retry and the batch of two; one dead"
     );
 }
+
+/// Moves hash slot `slot` with all its keys from primary `source` to primary `target`, at
+/// once (no traffic in between).
+fn move_slot(cluster: &RedisCluster, slot: u16, source: usize, target: usize) {
+    let mut src = cluster.nodes()[source].connection();
+    let mut dst = cluster.nodes()[target].connection();
+    let (src_id, dst_id) = (node_id(&mut src), node_id(&mut dst));
+    let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(c)
+            .unwrap();
+    };
+    setslot(&mut dst, "IMPORTING", &src_id);
+    setslot(&mut src, "MIGRATING", &dst_id);
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut src)
+            .unwrap();
+        if keys.is_empty() {
+            break;
+        }
+        let _: () = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(cluster.nodes()[target].port())
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(&keys)
+            .query(&mut src)
+            .unwrap();
+    }
+    for i in cluster.primaries() {
+        setslot(&mut cluster.nodes()[i].connection(), "NODE", &dst_id);
+    }
+}
+
+/// A send with `replicas(1)` writes on a connection of its own to the primary it last found
+/// for the topic; after the topic's slot moved to another shard, that primary answers MOVED
+/// (the script ran nowhere), and the send looks again and writes there at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_send_follows_its_topic_to_another_shard() {
+    let cluster = RedisCluster::start();
+    let p = Producer::connect(&cluster.url()).await.unwrap();
+    let options = || {
+        SendOptions::new()
+            .replicas(1)
+            .replica_timeout(Duration::from_secs(5))
+    };
+    let topic = "moving";
+    let msg = format!("delayq:{{{topic}}}:msg");
+    p.send_with(topic, "before", options()).await.unwrap();
+    let source = cluster.primary_for(&msg);
+    let target = *cluster.primaries().iter().find(|&&i| i != source).unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&msg)
+        .query(&mut cluster.nodes()[source].connection())
+        .unwrap();
+    move_slot(&cluster, slot, source, target);
+    assert_eq!(cluster.primary_for(&msg), target);
+    let after = p.send_with(topic, "after", options()).await;
+    println!("a send with replicas(1) after the slot moved: {after:?}");
+    assert!(after.is_ok(), "{after:?}");
+    assert_eq!(p.counts(topic).await.unwrap().delayed, 2);
+}

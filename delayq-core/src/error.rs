@@ -210,6 +210,12 @@ pub enum Error {
 
 impl Error {
     /// Redis answered `command` with something delayq's scripts never return.
+    /// Whether Redis answered MOVED or ASK: the command ran nowhere, and another node serves
+    /// the key now.
+    pub(crate) fn redirected(&self) -> bool {
+        matches!(self, Error::Redis(e) if matches!(e.code(), Some("MOVED" | "ASK")))
+    }
+
     pub(crate) fn unexpected(command: &'static str, reply: &impl std::fmt::Debug) -> Self {
         Error::UnexpectedReply {
             command,

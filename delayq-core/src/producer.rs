@@ -187,30 +187,48 @@ impl Producer {
         // A send that waits for replicas writes on the connection it will wait on (and on
         // which nothing else waits behind it), noting first where the write will go.
         let started = std::time::Instant::now();
-        let lane = match options.replicas {
-            0 => None,
-            _ => Some(self.replicated.lane(&keys.msg).await?),
+        let write = |conn: RedisConn| {
+            let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
+            async move {
+                declaring(&conn, keys, far, |far| {
+                    scripts::send(
+                        keys,
+                        far,
+                        [Outgoing {
+                            id,
+                            replace: options.replace,
+                            due,
+                            max_attempts,
+                            trace,
+                            payload,
+                        }],
+                    )
+                })
+                .await
+            }
         };
-        let conn = lane.as_ref().map_or(&self.conn, |lane| &lane.conn);
-        let codes: Result<Vec<String>> = declaring(conn, &keys, far, |far| {
-            scripts::send(
-                &keys,
-                far,
-                [Outgoing {
-                    id: &id,
-                    replace: options.replace,
-                    due,
-                    max_attempts,
-                    trace: &trace,
-                    payload: &payload,
-                }],
-            )
-        })
-        .await;
-        if codes.is_err() && lane.is_some() {
-            self.replicated.forget(&keys.msg);
-        }
-        let codes = codes?;
+        let (lane, codes): (_, Vec<String>) = if options.replicas == 0 {
+            (None, write(self.conn.clone()).await?)
+        } else {
+            let lane = self.replicated.lane(&keys.msg).await?;
+            match write(lane.conn.clone()).await {
+                Ok(codes) => (Some(lane), codes),
+                Err(e) => {
+                    // The primary last found for this key may have changed (a failover, a
+                    // slot move): look again next time, and at once when the node said so
+                    // (MOVED/ASK: the script did not run).
+                    self.replicated.forget(&keys.msg);
+                    if !e.redirected() {
+                        return Err(e);
+                    }
+                    let lane = self.replicated.lane(&keys.msg).await?;
+                    let codes = write(lane.conn.clone())
+                        .await
+                        .inspect_err(|_| self.replicated.forget(&keys.msg))?;
+                    (Some(lane), codes)
+                }
+            }
+        };
         let outcome = match codes.first().map(String::as_str) {
             Some("created") => SendOutcome::Created(id),
             Some("duplicate") => SendOutcome::Duplicate(id),
