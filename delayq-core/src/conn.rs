@@ -100,15 +100,24 @@ impl RedisConn {
         if !matches!(conn, AnyConn::Cluster(_)) {
             check_version(&mut conn, url).await?;
         }
-        Ok(RedisConn {
+        Ok(RedisConn::over(
+            Arc::new(source),
+            RESPONSE_TIMEOUT,
+            url.to_string(),
+            conn,
+        ))
+    }
+
+    fn over(source: Arc<Source>, response_timeout: Duration, url: String, conn: AnyConn) -> Self {
+        RedisConn {
             shared: Arc::new(Shared {
-                source: Arc::new(source),
-                response_timeout: RESPONSE_TIMEOUT,
-                url: url.to_string(),
+                source,
+                response_timeout,
+                url,
                 current: Mutex::new((0, conn)),
                 replacing: Arc::default(),
             }),
-        })
+        }
     }
 
     /// A connection of its own to the same deployment, for blocking reads (`XREADGROUP …
@@ -130,21 +139,17 @@ impl RedisConn {
         &self,
         pipe: redis::Pipeline,
     ) -> redis::RedisResult<(u64, Vec<redis::Value>)> {
-        let (generation, conn) = self.current();
-        let result = match conn {
-            AnyConn::Single(mut c) => pipe.query_async(&mut c).await,
-            AnyConn::Direct(mut c) => pipe.query_async(&mut c).await,
-            AnyConn::Cluster(_) => Err(RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "a pipeline to one server, on a cluster connection",
-            ))),
-        };
-        if let Err(e) = &result {
-            if self.worth_replacing(e) {
-                self.replace_in_background(generation);
+        self.run_at(|conn| async move {
+            match conn {
+                AnyConn::Single(mut c) => pipe.query_async(&mut c).await,
+                AnyConn::Direct(mut c) => pipe.query_async(&mut c).await,
+                AnyConn::Cluster(_) => Err(RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "a pipeline to one server, on a cluster connection",
+                ))),
             }
-        }
-        result.map(|values| (generation, values))
+        })
+        .await
     }
 
     /// On a cluster: the address of the primary serving `key` now; `None` when this is not a
@@ -179,7 +184,7 @@ impl RedisConn {
     /// not find the new primary until the response timeout.
     pub(crate) async fn to_node(&self, address: &str) -> Result<Self> {
         let Source::Cluster { nodes, .. } = &*self.shared.source else {
-            return self.of_its_own().await;
+            return Err(Error::unexpected("a node connection", &"not a cluster"));
         };
         let (host, port) = address
             .rsplit_once(':')
@@ -188,28 +193,22 @@ impl RedisConn {
         let seed = nodes.first().map(String::as_str).unwrap_or_default();
         let source = Source::Single(open_client_at(seed, Some((host, port)))?);
         let conn = open(&source, RESPONSE_TIMEOUT).await?;
-        Ok(RedisConn {
-            shared: Arc::new(Shared {
-                source: Arc::new(source),
-                response_timeout: RESPONSE_TIMEOUT,
-                url: self.shared.url.clone(),
-                current: Mutex::new((0, conn)),
-                replacing: Arc::default(),
-            }),
-        })
+        Ok(RedisConn::over(
+            Arc::new(source),
+            RESPONSE_TIMEOUT,
+            self.shared.url.clone(),
+            conn,
+        ))
     }
 
     async fn sibling(&self, response_timeout: Duration) -> Result<Self> {
         let conn = open(&self.shared.source, response_timeout).await?;
-        Ok(RedisConn {
-            shared: Arc::new(Shared {
-                source: self.shared.source.clone(),
-                response_timeout,
-                url: self.shared.url.clone(),
-                current: Mutex::new((0, conn)),
-                replacing: Arc::default(),
-            }),
-        })
+        Ok(RedisConn::over(
+            self.shared.source.clone(),
+            response_timeout,
+            self.shared.url.clone(),
+            conn,
+        ))
     }
 
     /// The longest block a blocking read on [`for_blocking`](Self::for_blocking)'s connection
@@ -295,6 +294,15 @@ impl RedisConn {
         F: FnOnce(AnyConn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
+        self.run_at(call).await.map(|(_, value)| value)
+    }
+
+    /// [`run`](Self::run), saying which generation of this connection ran `call`.
+    async fn run_at<T, F, Fut>(&self, call: F) -> redis::RedisResult<(u64, T)>
+    where
+        F: FnOnce(AnyConn) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
         let (generation, conn) = self.current();
         let result = call(conn).await;
         if let Err(e) = &result {
@@ -302,7 +310,7 @@ impl RedisConn {
                 self.replace_in_background(generation);
             }
         }
-        result
+        result.map(|value| (generation, value))
     }
 
     fn worth_replacing(&self, e: &RedisError) -> bool {
@@ -375,8 +383,7 @@ impl RedisConn {
         cmd: redis::Cmd,
     ) -> redis::RedisResult<(u64, redis::Value)> {
         let key = key.to_string();
-        let (generation, conn) = self.current();
-        let result = async move {
+        self.run_at(|conn| async move {
             match conn {
                 AnyConn::Single(mut c) => cmd.query_async(&mut c).await,
                 AnyConn::Direct(mut c) => cmd.query_async(&mut c).await,
@@ -387,14 +394,8 @@ impl RedisConn {
                     c.route_command(cmd, routing).await
                 }
             }
-        }
-        .await;
-        if let Err(e) = &result {
-            if self.worth_replacing(e) {
-                self.replace_in_background(generation);
-            }
-        }
-        result.map(|value| (generation, value))
+        })
+        .await
     }
 }
 

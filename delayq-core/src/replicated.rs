@@ -90,6 +90,7 @@ impl Replicated {
             match conns.get(&node) {
                 Some(conn) => conn.clone(),
                 None => {
+                    // "" when not a cluster: the one server (or Sentinel primary).
                     let conn = if node.is_empty() {
                         self.base.of_its_own().await?
                     } else {
