@@ -115,17 +115,31 @@ impl RedisCluster {
 
     /// Indexes of the live primaries, as the cluster sees them now.
     pub fn primaries(&self) -> Vec<usize> {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.pid().is_some())
-            .filter(|(_, n)| {
-                let info: Option<String> =
-                    query(n, &redis::cmd("INFO").arg("replication").to_owned());
-                info.is_some_and(|i| info_field(&i, "role").as_deref() == Some("master"))
-            })
-            .map(|(i, _)| i)
+        (0..self.nodes.len())
+            .filter(|&i| self.is_primary(i))
             .collect()
+    }
+
+    /// Whether node `i` is alive and a primary now (a replica once promoted).
+    pub fn is_primary(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        n.pid().is_some()
+            && query::<String>(n, &redis::cmd("INFO").arg("replication").to_owned())
+                .is_some_and(|i| info_field(&i, "role").as_deref() == Some("master"))
+    }
+
+    /// The index of the node replicating node `primary`.
+    pub fn replica_of(&self, primary: usize) -> usize {
+        let port = self.nodes[primary].port().to_string();
+        (0..self.nodes.len())
+            .find(|&i| {
+                query::<String>(
+                    &self.nodes[i],
+                    &redis::cmd("INFO").arg("replication").to_owned(),
+                )
+                .is_some_and(|info| info_field(&info, "master_port").as_deref() == Some(&port))
+            })
+            .expect("a replica of the primary")
     }
 
     /// The index of the live primary serving `key`.
@@ -151,6 +165,19 @@ impl RedisCluster {
     pub fn kill9(&mut self, i: usize) {
         self.nodes[i].kill9();
         self.killed.push(i);
+    }
+
+    /// Kills primary `i` with SIGKILL and waits (polling every 20 ms, at most 30 s) until its
+    /// replica is a primary; returns when each happened.
+    pub fn kill9_until_promoted(&mut self, i: usize) -> (Instant, Instant) {
+        let replica = self.replica_of(i);
+        self.kill9(i);
+        let killed = Instant::now();
+        while !self.is_primary(replica) {
+            assert!(killed.elapsed() < READY_WITHIN, "no replica promoted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (killed, Instant::now())
     }
 
     /// Restarts the killed nodes (same port and directory, so they rejoin, as replicas once

@@ -91,6 +91,79 @@ fn state_of(c: &mut redis::Connection, id: &str) -> &'static str {
     }
 }
 
+/// A hash slot moving from primary `source` to primary `target`, as `redis-cli --cluster
+/// reshard` moves it: `SETSLOT … IMPORTING/MIGRATING`, `MIGRATE` of its keys, `SETSLOT …
+/// NODE` on every primary.
+struct Migration<'a> {
+    cluster: &'a RedisCluster,
+    slot: u16,
+    source: usize,
+    target: usize,
+    target_id: String,
+}
+
+impl<'a> Migration<'a> {
+    fn start(cluster: &'a RedisCluster, slot: u16, source: usize, target: usize) -> Self {
+        let mut src = cluster.nodes()[source].connection();
+        let mut dst = cluster.nodes()[target].connection();
+        let (source_id, target_id) = (node_id(&mut src), node_id(&mut dst));
+        setslot(&mut dst, slot, "IMPORTING", &source_id);
+        setslot(&mut src, slot, "MIGRATING", &target_id);
+        Migration {
+            cluster,
+            slot,
+            source,
+            target,
+            target_id,
+        }
+    }
+
+    /// Moves `keys` (of the slot) to the target.
+    fn migrate(&self, keys: &[String]) {
+        let _: () = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(self.cluster.nodes()[self.target].port())
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(&mut self.cluster.nodes()[self.source].connection())
+            .unwrap();
+    }
+
+    /// Moves the slot's remaining keys, and gives the slot to the target.
+    fn finish(self) {
+        let mut src = self.cluster.nodes()[self.source].connection();
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(self.slot)
+                .arg(100)
+                .query(&mut src)
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            self.migrate(&keys);
+        }
+        for i in self.cluster.primaries() {
+            let mut c = self.cluster.nodes()[i].connection();
+            setslot(&mut c, self.slot, "NODE", &self.target_id);
+        }
+    }
+}
+
+fn setslot(c: &mut redis::Connection, slot: u16, how: &str, id: &str) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(how)
+        .arg(id)
+        .query(c)
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_migrating_mid_use_changes_nothing_partway() {
     let cluster = RedisCluster::start();
@@ -161,35 +234,8 @@ async fn a_slot_migrating_mid_use_changes_nothing_partway() {
         .arg(key("msg"))
         .query(&mut src)
         .unwrap();
-    let (src_id, dst_id) = (node_id(&mut src), node_id(&mut dst));
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("IMPORTING")
-        .arg(&src_id)
-        .query(&mut dst)
-        .unwrap();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("MIGRATING")
-        .arg(&dst_id)
-        .query(&mut src)
-        .unwrap();
-    let dst_port = cluster.nodes()[target].port();
-    let migrate = |c: &mut redis::Connection, keys: &[String]| {
-        let _: () = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(dst_port)
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(keys)
-            .query(c)
-            .unwrap();
-    };
-    migrate(&mut src, std::slice::from_ref(&hour_bucket));
+    let migration = Migration::start(&cluster, slot, source, target);
+    migration.migrate(std::slice::from_ref(&hour_bucket));
 
     // While the slot migrates: a retry with a two-hour backoff (a bucket no one has yet), and
     // a batch of two, one into the bucket of "user-e" (still on the old shard), one into the
@@ -209,27 +255,7 @@ async fn a_slot_migrating_mid_use_changes_nothing_partway() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // The rest of the slot moves, and the target owns it.
-    loop {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100)
-            .query(&mut src)
-            .unwrap();
-        if keys.is_empty() {
-            break;
-        }
-        migrate(&mut src, &keys);
-    }
-    for i in cluster.primaries() {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg("NODE")
-            .arg(&dst_id)
-            .query(&mut cluster.nodes()[i].connection())
-            .unwrap();
-    }
+    migration.finish();
 
     let nacked = tokio::time::timeout(Duration::from_secs(30), nack)
         .await
@@ -265,49 +291,6 @@ async fn a_slot_migrating_mid_use_changes_nothing_partway() {
     );
 }
 
-/// Moves hash slot `slot` with all its keys from primary `source` to primary `target`, at
-/// once (no traffic in between).
-fn move_slot(cluster: &RedisCluster, slot: u16, source: usize, target: usize) {
-    let mut src = cluster.nodes()[source].connection();
-    let mut dst = cluster.nodes()[target].connection();
-    let (src_id, dst_id) = (node_id(&mut src), node_id(&mut dst));
-    let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
-    setslot(&mut dst, "IMPORTING", &src_id);
-    setslot(&mut src, "MIGRATING", &dst_id);
-    loop {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100)
-            .query(&mut src)
-            .unwrap();
-        if keys.is_empty() {
-            break;
-        }
-        let _: () = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(cluster.nodes()[target].port())
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(&keys)
-            .query(&mut src)
-            .unwrap();
-    }
-    for i in cluster.primaries() {
-        setslot(&mut cluster.nodes()[i].connection(), "NODE", &dst_id);
-    }
-}
-
 /// A send with `replicas(1)` writes on a connection of its own to the primary it last found
 /// for the topic; after the topic's slot moved to another shard, that primary answers MOVED
 /// (the script ran nowhere), and the send looks again and writes there at once.
@@ -330,7 +313,7 @@ async fn a_replicated_send_follows_its_topic_to_another_shard() {
         .arg(&msg)
         .query(&mut cluster.nodes()[source].connection())
         .unwrap();
-    move_slot(&cluster, slot, source, target);
+    Migration::start(&cluster, slot, source, target).finish();
     assert_eq!(cluster.primary_for(&msg), target);
     let after = p.send_with(topic, "after", options()).await;
     println!("a send with replicas(1) after the slot moved: {after:?}");

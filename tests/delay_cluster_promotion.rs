@@ -67,28 +67,6 @@ async fn wait_handled(topic: &str, n: u64, limit: Duration) -> Option<Instant> {
     None
 }
 
-fn role(cluster: &RedisCluster, i: usize) -> Option<String> {
-    let client = redis::Client::open(cluster.nodes()[i].url()).ok()?;
-    let mut c = client
-        .get_connection_with_timeout(Duration::from_millis(300))
-        .ok()?;
-    let info: String = redis::cmd("INFO").arg("replication").query(&mut c).ok()?;
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("role:").map(str::to_string))
-}
-
-/// The node replicating node `primary`.
-fn replica_of(cluster: &RedisCluster, primary: usize) -> usize {
-    let port = cluster.nodes()[primary].port();
-    (0..cluster.nodes().len())
-        .find(|&i| {
-            let mut c = cluster.nodes()[i].connection();
-            let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
-            info.contains(&format!("master_port:{port}"))
-        })
-        .expect("a replica of the primary")
-}
-
 /// One send through the failover: whether it waited for a replica, when it started, how
 /// long it took, and how it ended.
 struct Sent {
@@ -164,14 +142,7 @@ async fn after_a_promotion_sends_succeed_and_every_topic_hears_within_2s() {
     let stop = Arc::new(AtomicBool::new(false));
     let senders = spawn_senders(p.clone(), stop.clone());
     sleep_ms(500).await;
-    let replica = replica_of(&cluster, victim);
-    cluster.kill9(victim);
-    let killed = Instant::now();
-    while role(&cluster, replica).as_deref() != Some("master") {
-        assert!(killed.elapsed() < Duration::from_secs(30), "no promotion");
-        sleep_ms(20).await;
-    }
-    let promoted = Instant::now();
+    let (killed, promoted) = tokio::task::block_in_place(|| cluster.kill9_until_promoted(victim));
     println!("replica promoted {:?} after the kill", promoted - killed);
 
     // Two seconds after the promotion, a message to every topic.
