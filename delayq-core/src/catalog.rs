@@ -1,20 +1,20 @@
 //! The registry sets of a namespace: which topics, streams and rooms exist, for the CLI and
 //! the dashboard, so they never `SCAN` the keyspace. A producer adds a name the first time it
 //! uses it (one `SADD`, then remembered for the life of the producer and its clones).
+//! The producer's calls that add and list are in producer.rs.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use crate::connection::RedisConn;
 use crate::error::Result;
-use crate::keys::{registry_key, Registered};
-use crate::producer::Producer;
 
 /// The names this producer (and its clones in the same namespace) already added, by kind;
 /// looked up without allocating, since every send asks.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Remembered(Arc<Mutex<HashMap<Registered, HashSet<String>>>>);
+pub(crate) struct Catalog(Arc<Mutex<HashMap<Registered, HashSet<String>>>>);
 
-impl Remembered {
+impl Catalog {
     fn contains(&self, kind: Registered, name: &str) -> bool {
         self.0
             .lock()
@@ -26,18 +26,21 @@ impl Remembered {
             known.entry(kind).or_default().insert(name.to_string());
         }
     }
-}
 
-impl Producer {
     /// Adds `name` to the registry set of `kind`, once per producer.
-    pub(crate) async fn register(&self, kind: Registered, name: &str) -> Result<()> {
-        if self.registered.contains(kind, name) {
+    pub(crate) async fn register(
+        &self,
+        conn: &RedisConn,
+        namespace: &str,
+        kind: Registered,
+        name: &str,
+    ) -> Result<()> {
+        if self.contains(kind, name) {
             return Ok(());
         }
-        let key = registry_key(self.namespace(), kind);
+        let key = registry_key(namespace, kind);
         let (key, member) = (&key, name);
-        let added = self
-            .conn
+        let added = conn
             .run(|mut c| async move {
                 redis::cmd("SADD")
                     .arg(key)
@@ -57,48 +60,45 @@ impl Producer {
             ),
             Err(e) => return Err(e.into()),
         }
-        self.registered.insert(kind, name);
+        self.insert(kind, name);
         Ok(())
     }
 
     /// The registered names of `kind`, sorted.
-    pub(crate) async fn registered(&self, kind: Registered) -> Result<Vec<String>> {
-        let key = registry_key(self.namespace(), kind);
+    pub(crate) async fn list(
+        conn: &RedisConn,
+        namespace: &str,
+        kind: Registered,
+    ) -> Result<Vec<String>> {
+        let key = registry_key(namespace, kind);
         let key = &key;
-        let mut names: Vec<String> = self
-            .conn
+        let mut names: Vec<String> = conn
             .run(|mut c| async move { redis::cmd("SMEMBERS").arg(key).query_async(&mut c).await })
             .await?;
         names.sort();
         Ok(names)
     }
+}
 
-    /// Every topic that has been sent to or listened on under this namespace, sorted.
-    pub async fn topics(&self) -> Result<Vec<String>> {
-        self.registered(Registered::Topic).await
-    }
+/// What the registry sets of a namespace list (see [`registry_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Registered {
+    /// Delay-queue topics, added by the first send and by a runtime that listens.
+    Topic,
+    /// Streams, added by a runtime with stream listeners and by `publish`.
+    Stream,
+    /// Waiting rooms, added by `WaitingRoom::enter` and by a runtime that ticks one.
+    Room,
+}
 
-    /// Every stream that has been published to or consumed under this namespace, sorted.
-    pub async fn streams(&self) -> Result<Vec<String>> {
-        self.registered(Registered::Stream).await
-    }
-
-    /// Every waiting room that has been entered or ticked under this namespace, sorted.
-    pub async fn rooms(&self) -> Result<Vec<String>> {
-        self.registered(Registered::Room).await
-    }
-
-    /// Adds `topic` to the registry (the runtime does this for the topics it listens on).
-    #[doc(hidden)]
-    pub async fn register_topic(&self, topic: &str) -> Result<()> {
-        crate::keys::validate_topic(topic)?;
-        self.register(Registered::Topic, topic).await
-    }
-
-    /// Adds `stream` to the registry (the runtime does this for the streams it consumes).
-    #[doc(hidden)]
-    pub async fn register_stream(&self, stream: &str) -> Result<()> {
-        crate::keys::validate_name("stream", stream)?;
-        self.register(Registered::Stream, stream).await
-    }
+/// The SET of every name of `kind` used under `namespace`, so that the CLI and dashboard find
+/// them without `SCAN`. It has no hash tag: on a cluster it lives on its own slot, so it is
+/// written by its own command, never from a topic's script.
+pub fn registry_key(namespace: &str, kind: Registered) -> String {
+    let what = match kind {
+        Registered::Topic => "topics",
+        Registered::Stream => "streams",
+        Registered::Room => "rooms",
+    };
+    format!("{namespace}:registry:{what}")
 }

@@ -1,6 +1,6 @@
 //! Typed errors. Each message says what went wrong and what to do next.
 
-use crate::connect::UrlOrigin;
+use crate::env::UrlOrigin;
 
 /// Everything delayq can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ impl MessageId {
     /// expects it. The scripts read a far message's bucket from its id's time, so a generated
     /// id needs no index entry (see "Far buckets" in prelude.lua).
     pub(crate) fn for_due(due_unix_ms: u64) -> Self {
-        MessageId(ulid::Ulid::from_datetime(crate::envelope::ms_to_time(due_unix_ms)).to_string())
+        MessageId(ulid::Ulid::from_datetime(crate::time::ms_to_time(due_unix_ms)).to_string())
     }
 
     /// A user-chosen id: 1 to 256 bytes, no control characters.

@@ -1,70 +1,74 @@
 //! # delayq-core
 //!
-//! The Redis protocol of delayq: the key layout, one Lua script per state change of a
-//! message, the envelope, the [`Producer`] and typed errors. It starts no tasks; the
-//! `delayq-runtime` crate runs listeners on top of it.
+//! The Redis protocol of delayq: for each system its keys, its Lua scripts (one per state
+//! change) and its calls, over one connection layer, with the [`Producer`] as the handle users
+//! hold and typed errors. It starts no tasks; the `delayq-runtime` crate runs listeners on top.
 //!
-//! A message is always in exactly one state, each a sorted set of the topic:
-//! `delayed` (waiting for its due time), `inflight` (claimed, with an ack deadline) or `dead`;
-//! acked and cancelled messages are gone. Every transition is one script, timed by the Redis
-//! server's clock.
+//! The tree, systems first (each imports only the shared parts below it, never another system):
+//!
+//! | folder | what |
+//! |---|---|
+//! | `delay/` | the delay queue: send, claim, ack, retry, dead letters, far buckets, stats |
+//! | `stream/` | Redis Streams consumer groups: read, take over, dead letters, publish |
+//! | `room/` | the waiting room: an admission queue for traffic peaks |
+//! | `lease/` | the leader lease (shared: leader tasks, room ticks) |
+//! | `connection/` | the Redis connection layer: single server, Cluster, Sentinel, replicas |
+//! | `producer.rs` | the [`Producer`] handle; each system adds its calls in its folder |
+//! | `catalog.rs`, `layout.rs` | the registry of names; the layout version of a namespace |
+//! | `env.rs`, `error.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
+//! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 #![warn(missing_docs)]
 
-mod backend;
 mod catalog;
-mod conn;
-mod connect;
-mod dead;
-mod deployment;
-mod envelope;
+mod connection;
+mod delay;
+mod env;
 mod error;
 mod id;
-mod inspect;
-mod keys;
 mod layout;
-mod leader;
+mod lease;
+mod names;
 mod producer;
-mod publish;
-mod queue;
-mod replicated;
 mod room;
-mod scripts;
-mod send_options;
+mod script;
 mod stream;
+mod time;
 mod trace;
 
-pub use connect::{UrlOrigin, DEFAULT_REDIS_URL, MIN_REDIS_VERSION};
-pub use dead::DeadLetter;
-pub use envelope::MAX_DUE_MS;
+pub use connection::MIN_REDIS_VERSION;
+pub use delay::{
+    Cancelled, DeadLetter, Outcomes, PendingMessage, SendOptions, SendOutcome, TopicCounts,
+    TopicStats, DEFAULT_REPLICA_TIMEOUT,
+};
+pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
-pub use inspect::{GroupStats, Outcomes, PendingMessage, StreamStats, TopicStats};
-pub use keys::{validate_topic, DEFAULT_NAMESPACE};
 pub use layout::LAYOUT_VERSION;
-pub use leader::{LeaderLease, Leadership};
+pub use lease::{LeaderLease, Leadership};
+pub use names::validate_topic;
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
-pub use publish::{PublishOptions, StreamDeadLetter};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
-pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
+pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
+pub use time::MAX_DUE_MS;
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
 /// public API: it changes without notice.
 #[doc(hidden)]
 pub mod protocol {
-    pub use crate::conn::{AnyConn, RedisConn};
-    pub use crate::connect::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
-    pub use crate::deployment::{Deployment, SentinelSpec};
-    pub use crate::envelope::{millis, ms_to_time, time_to_ms, Envelope};
-    pub use crate::error::redact_url;
-    pub use crate::keys::{registry_key, validate_namespace, Registered, TopicKeys};
-    pub use crate::queue::{
-        ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH,
+    pub use crate::catalog::{registry_key, Registered};
+    pub use crate::connection::{AnyConn, Deployment, RedisConn, SentinelSpec};
+    pub use crate::delay::{
+        ClaimBatch, Delivery, Envelope, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
+        MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS,
     };
-    pub use crate::scripts::{WAKE_BACK, WAKE_BOSS};
+    pub use crate::env::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
+    pub use crate::error::redact_url;
+    pub use crate::names::validate_namespace;
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,
         REPLAY_FOR_FIELD,
     };
+    pub use crate::time::{millis, ms_to_time, time_to_ms};
     #[cfg(feature = "otel")]
     pub use crate::trace::parent_context;
 

@@ -1,28 +1,19 @@
-//! The producer: send, cancel, reschedule and counts (the dead-letter calls are in dead.rs).
+//! The [`Producer`]: a handle on one namespace over one connection, cheap to clone. Each system
+//! adds its calls in its own folder (`delay/send.rs`, `stream/publish.rs`, …); here are only
+//! connecting, the namespace and the payload limit.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use redis::{ErrorKind, ServerErrorKind, Value};
 use serde::Serialize;
 
-use crate::catalog::Remembered;
-use crate::conn::{explain, on_topic, RedisConn};
-use crate::connect::{namespace_from_env, redis_url_from_env, UrlOrigin};
+use crate::catalog::{Catalog, Registered};
+use crate::connection::{RedisConn, Replicated};
+use crate::env::{namespace_from_env, redis_url_from_env, UrlOrigin};
 use crate::error::{Error, Result};
-use crate::id::MessageId;
-use crate::keys::{validate_namespace, Registered, TopicKeys};
-use crate::queue::TopicQueue;
-use crate::replicated::Replicated;
-use crate::scripts::{self, declaring, Buckets, Due, Outgoing};
-use crate::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
-use crate::trace::current_traceparent;
+use crate::names::{validate_name, validate_namespace, validate_topic};
 
 /// The default payload limit: 1 MiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
-
-/// Messages per script call in `send_batch`; the calls of one batch share one round trip.
-const BATCH_CHUNK: usize = 10_000;
 
 /// Sends delayed messages and manages them. Cheap to clone; clones share one multiplexed,
 /// reconnecting connection.
@@ -32,11 +23,11 @@ pub struct Producer {
     namespace: Arc<str>,
     max_payload: usize,
     /// Registry entries this producer already added (see catalog.rs).
-    pub(crate) registered: Remembered,
+    registered: Catalog,
     /// Set once the namespace's layout version was checked (see layout.rs).
     pub(crate) layout_checked: Arc<tokio::sync::OnceCell<()>>,
     /// Sends that wait for replicas write and wait here (see replicated.rs).
-    replicated: Arc<Replicated>,
+    pub(crate) replicated: Arc<Replicated>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -74,7 +65,7 @@ impl Producer {
         Producer {
             namespace: namespace.into(),
             max_payload: DEFAULT_MAX_PAYLOAD,
-            registered: Remembered::default(),
+            registered: Catalog::default(),
             layout_checked: Arc::default(),
             replicated: Arc::new(Replicated::new(conn.clone())),
             conn,
@@ -86,7 +77,7 @@ impl Producer {
         validate_namespace(namespace)?;
         self.namespace = namespace.into();
         // What was registered is per namespace.
-        self.registered = Remembered::default();
+        self.registered = Catalog::default();
         self.layout_checked = Arc::default();
         Ok(self)
     }
@@ -102,22 +93,6 @@ impl Producer {
         &self.namespace
     }
 
-    pub(crate) fn keys(&self, topic: &str) -> Result<TopicKeys> {
-        self.conn.topic_keys(&self.namespace, topic)
-    }
-
-    /// The consumer protocol of `topic` over this producer's connection.
-    pub(crate) fn queue(&self, topic: &str) -> Result<TopicQueue> {
-        Ok(TopicQueue::new(self.conn.clone(), self.keys(topic)?))
-    }
-
-    /// What a send checks before it writes to `topic`: the namespace's layout, and the
-    /// topic's registry entry (each a round trip the first time only).
-    async fn before_first_write(&self, topic: &str) -> Result<()> {
-        self.check_layout().await?;
-        self.register(Registered::Topic, topic).await
-    }
-
     pub(crate) fn encode<T: Serialize + ?Sized>(&self, payload: &T) -> Result<Vec<u8>> {
         let bytes = serde_json::to_vec(payload)?;
         if bytes.len() > self.max_payload {
@@ -129,253 +104,44 @@ impl Producer {
         Ok(bytes)
     }
 
-    /// Sends `payload` to `topic`, due `delay` from now (Redis' clock).
-    pub async fn send<T: Serialize + ?Sized>(
-        &self,
-        topic: &str,
-        payload: &T,
-        delay: Duration,
-    ) -> Result<MessageId> {
-        let outcome = self
-            .send_with(topic, payload, SendOptions::new().delay(delay))
-            .await?;
-        Ok(outcome.id().clone())
+    /// Adds `name` to the registry set of `kind`, once per producer.
+    pub(crate) async fn register(&self, kind: Registered, name: &str) -> Result<()> {
+        self.registered
+            .register(&self.conn, self.namespace(), kind, name)
+            .await
     }
 
-    /// Sends `payload` to `topic`, due at `at`.
-    pub async fn send_at<T: Serialize + ?Sized>(
-        &self,
-        topic: &str,
-        payload: &T,
-        at: SystemTime,
-    ) -> Result<MessageId> {
-        let outcome = self
-            .send_with(topic, payload, SendOptions::new().at(at))
-            .await?;
-        Ok(outcome.id().clone())
+    /// The registered names of `kind`, sorted.
+    pub(crate) async fn registered(&self, kind: Registered) -> Result<Vec<String>> {
+        Catalog::list(&self.conn, self.namespace(), kind).await
     }
 
-    /// Sends with options: a due time, your own id (dedup or replace), max_attempts.
-    pub async fn send_with<T: Serialize + ?Sized>(
-        &self,
-        topic: &str,
-        payload: &T,
-        options: SendOptions,
-    ) -> Result<SendOutcome> {
-        let keys = self.keys(topic)?;
-        let due = options.when.due()?;
-        let id = match &options.id {
-            Some(id) => MessageId::new(id.clone())?,
-            None => MessageId::for_due(due.expected_unix_ms()),
-        };
-        let max_attempts = match options.max_attempts {
-            Some(0) => {
-                return Err(Error::InvalidOption {
-                    option: "max_attempts",
-                    reason: "must be at least 1 (it counts the first run)".into(),
-                })
-            }
-            Some(n) => n,
-            None => 0,
-        };
-        let payload = self.encode(payload)?;
-        self.before_first_write(topic).await?;
-        let trace = current_traceparent();
-        let far = Buckets::default()
-            .due(&keys, due.expected_unix_ms())
-            .id(&keys, &id);
-        // A send that waits for replicas writes on the connection it will wait on (and on
-        // which nothing else waits behind it), noting first where the write will go.
-        let started = std::time::Instant::now();
-        let write = |conn: RedisConn| {
-            let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
-            async move {
-                declaring(&conn, keys, far, |far| {
-                    scripts::send(
-                        keys,
-                        far,
-                        [Outgoing {
-                            id,
-                            replace: options.replace,
-                            due,
-                            max_attempts,
-                            trace,
-                            payload,
-                        }],
-                    )
-                })
-                .await
-            }
-        };
-        let (lane, codes): (_, Vec<String>) = if options.replicas == 0 {
-            (None, write(self.conn.clone()).await?)
-        } else {
-            let lane = self.replicated.lane(&keys.msg).await?;
-            match write(lane.conn.clone()).await {
-                Ok(codes) => (Some(lane), codes),
-                Err(e) => {
-                    // The primary last found for this key may have changed (a failover, a
-                    // slot move): look again next time, and at once when the node said so
-                    // (MOVED/ASK: the script did not run).
-                    self.replicated.forget(&keys.msg);
-                    if !e.redirected() {
-                        return Err(e);
-                    }
-                    let lane = self.replicated.lane(&keys.msg).await?;
-                    let codes = write(lane.conn.clone())
-                        .await
-                        .inspect_err(|_| self.replicated.forget(&keys.msg))?;
-                    (Some(lane), codes)
-                }
-            }
-        };
-        let outcome = match codes.first().map(String::as_str) {
-            Some("created") => SendOutcome::Created(id),
-            Some("duplicate") => SendOutcome::Duplicate(id),
-            Some("replaced") => SendOutcome::Replaced(id),
-            _ => return Err(Error::unexpected("send", &codes)),
-        };
-        if let Some(lane) = lane {
-            // The replica timeout counts from the start of the send: time spent behind
-            // another round of waiting on this connection is part of it.
-            let deadline = started + options.replica_timeout;
-            let acked = self
-                .replicated
-                .wait(lane, options.replicas, deadline)
-                .await
-                .inspect_err(|_| self.replicated.forget(&keys.msg))?;
-            if acked < options.replicas as usize {
-                return Err(Error::NotReplicated {
-                    acked,
-                    wanted: options.replicas,
-                });
-            }
-        }
-        Ok(outcome)
+    /// Every topic that has been sent to or listened on under this namespace, sorted.
+    pub async fn topics(&self) -> Result<Vec<String>> {
+        self.registered(Registered::Topic).await
     }
 
-    /// Sends many messages in one round trip (script calls of up to 10,000 messages each,
-    /// pipelined). Every payload is encoded and checked before anything is written.
-    pub async fn send_batch<T, I>(&self, topic: &str, items: I) -> Result<Vec<MessageId>>
-    where
-        T: Serialize,
-        I: IntoIterator<Item = (T, Duration)>,
-    {
-        let keys = self.keys(topic)?;
-        let mut encoded = Vec::new();
-        for (payload, delay) in items {
-            let due = When::Delay(delay).due()?;
-            encoded.push((
-                MessageId::for_due(due.expected_unix_ms()),
-                self.encode(&payload)?,
-                due,
-            ));
-        }
-        if encoded.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.before_first_write(topic).await?;
-        let trace = current_traceparent();
-        let chunks: Vec<_> = encoded.chunks(BATCH_CHUNK).collect();
-        let call = |chunk: &[(MessageId, Vec<u8>, Due)], far: &Buckets| {
-            let messages = chunk.iter().map(|(id, payload, due)| Outgoing {
-                id,
-                replace: false,
-                due: *due,
-                max_attempts: 0,
-                trace: &trace,
-                payload,
-            });
-            scripts::send(&keys, far, messages)
-        };
-        let guesses: Vec<Buckets> = chunks
-            .iter()
-            .map(|chunk| {
-                chunk.iter().fold(Buckets::default(), |far, (id, _, due)| {
-                    far.due(&keys, due.expected_unix_ms()).id(&keys, id)
-                })
-            })
-            .collect();
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for (chunk, far) in chunks.iter().zip(&guesses) {
-            pipe.invoke_script(&call(chunk, far));
-        }
-        let pipe = &pipe;
-        let replies: Vec<redis::RedisResult<Value>> =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
-            })
-            .await?;
-        // A call that ran nothing (its script not loaded after a Redis restart, or far
-        // buckets it was not given) runs again on its own; any other failure is the batch's.
-        for ((chunk, far), reply) in chunks.iter().zip(guesses).zip(replies) {
-            match reply {
-                Ok(_) => {}
-                Err(e) if ran_nothing(&e) => {
-                    let _: Vec<String> =
-                        declaring(&self.conn, &keys, far, |far| call(chunk, far)).await?;
-                }
-                Err(e) => return Err(explain(&self.conn, &keys, e).await),
-            }
-        }
-        Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
+    /// Every stream that has been published to or consumed under this namespace, sorted.
+    pub async fn streams(&self) -> Result<Vec<String>> {
+        self.registered(Registered::Stream).await
     }
 
-    /// Cancels a message that has not started.
-    pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
-        let keys = self.keys(topic)?;
-        let far = Buckets::default().id(&keys, id);
-        let reply: String = declaring(&self.conn, &keys, far, |far| {
-            scripts::cancel(&keys, far, id)
-        })
-        .await?;
-        match reply.as_str() {
-            "removed" => Ok(Cancelled::Removed),
-            "inflight" => Ok(Cancelled::InFlight),
-            "notfound" => Ok(Cancelled::NotFound),
-            _ => Err(Error::unexpected("cancel", &reply)),
-        }
+    /// Every waiting room that has been entered or ticked under this namespace, sorted.
+    pub async fn rooms(&self) -> Result<Vec<String>> {
+        self.registered(Registered::Room).await
     }
 
-    /// Moves a pending message to `delay` from now; `false` when it is not pending.
-    pub async fn reschedule(&self, topic: &str, id: &MessageId, delay: Duration) -> Result<bool> {
-        let keys = self.keys(topic)?;
-        let due = When::Delay(delay).due()?;
-        let far = Buckets::default()
-            .due(&keys, due.expected_unix_ms())
-            .id(&keys, id);
-        let n: i64 = declaring(&self.conn, &keys, far, |far| {
-            scripts::reschedule(&keys, far, id, due)
-        })
-        .await?;
-        Ok(n == 1)
+    /// Adds `topic` to the registry (the runtime does this for the topics it listens on).
+    #[doc(hidden)]
+    pub async fn register_topic(&self, topic: &str) -> Result<()> {
+        validate_topic(topic)?;
+        self.register(Registered::Topic, topic).await
     }
 
-    /// How many messages of `topic` are delayed, in flight and dead.
-    pub async fn counts(&self, topic: &str) -> Result<TopicCounts> {
-        let keys = self.keys(topic)?;
-        let mut pipe = redis::pipe();
-        pipe.zcard(&keys.delayed)
-            .hget(&keys.farinfo, "count")
-            .zcard(&keys.inflight)
-            .zcard(&keys.dead);
-        let pipe = &pipe;
-        let (hot, far, inflight, dead): (usize, Option<usize>, usize, usize) =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
-            })
-            .await?;
-        Ok(TopicCounts {
-            delayed: hot + far.unwrap_or(0),
-            inflight,
-            dead,
-        })
+    /// Adds `stream` to the registry (the runtime does this for the streams it consumes).
+    #[doc(hidden)]
+    pub async fn register_stream(&self, stream: &str) -> Result<()> {
+        validate_name("stream", stream)?;
+        self.register(Registered::Stream, stream).await
     }
-}
-
-/// Whether a failed script call of a pipeline ran nothing: its script was not loaded (Redis
-/// restarted or flushed its scripts), or it asked for far buckets before writing.
-fn ran_nothing(e: &redis::RedisError) -> bool {
-    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.code() == Some("DELAYQ_NEED")
 }

@@ -1,19 +1,47 @@
 //! `Ack`, the manual-ack handle, for a topic's message or a stream's entry.
 
 use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use delayq_core::AckError;
 
-use crate::lease::Lease;
 use crate::settle::Settle;
-use crate::stream_lease::StreamLease;
 
-/// What an `Ack` settles.
-pub(crate) enum Held {
-    Message(Arc<Lease>),
-    Entry(Arc<StreamLease>),
+type Settling<'a> = Pin<Box<dyn Future<Output = Result<(), AckError>> + Send + 'a>>;
+
+/// What an `Ack` settles: [`Settle`] made object-safe, so that one `Ack` type serves every
+/// system's deliveries (boxing only the calls a handler makes by hand).
+trait Held: Send + Sync + 'static {
+    fn id(&self) -> &str;
+    fn attempt(&self) -> u32;
+    fn ack(&self) -> Settling<'_>;
+    fn nack<'a>(&'a self, error: &'a str, dead_reason: Option<&'a str>) -> Settling<'a>;
+    fn extend(&self, by: Duration) -> Settling<'_>;
+}
+
+impl<S: Settle> Held for S {
+    fn id(&self) -> &str {
+        Settle::id(self)
+    }
+
+    fn attempt(&self) -> u32 {
+        Settle::attempt(self)
+    }
+
+    fn ack(&self) -> Settling<'_> {
+        Box::pin(Settle::ack(self))
+    }
+
+    fn nack<'a>(&'a self, error: &'a str, dead_reason: Option<&'a str>) -> Settling<'a> {
+        Box::pin(Settle::nack(self, error, dead_reason))
+    }
+
+    fn extend(&self, by: Duration) -> Settling<'_> {
+        Box::pin(Settle::extend(self, by))
+    }
 }
 
 /// Settles a delivery by hand. A listener gets one when its second parameter is `Ack`;
@@ -26,7 +54,7 @@ pub(crate) enum Held {
 /// entry, `ack` succeeds while the entry is pending in the group, whoever holds it: it was
 /// handled.
 pub struct Ack {
-    pub(crate) held: Held,
+    held: Arc<dyn Held>,
 }
 
 impl std::fmt::Debug for Ack {
@@ -39,34 +67,21 @@ impl std::fmt::Debug for Ack {
 }
 
 impl Ack {
-    pub(crate) fn message(lease: Arc<Lease>) -> Self {
-        Ack {
-            held: Held::Message(lease),
-        }
-    }
-
-    pub(crate) fn entry(lease: Arc<StreamLease>) -> Self {
-        Ack {
-            held: Held::Entry(lease),
-        }
+    /// The handle of the delivery `lease` holds.
+    pub(crate) fn new(lease: Arc<impl Settle>) -> Self {
+        Ack { held: lease }
     }
 
     /// Done: the message is deleted (a stream entry: `XACK`).
     pub async fn ack(&self) -> Result<(), AckError> {
-        match &self.held {
-            Held::Message(l) => l.ack().await,
-            Held::Entry(l) => l.ack().await,
-        }
+        self.held.ack().await
     }
 
     /// Failed: retry after the listener's backoff, or dead-letter it when this was its last
     /// attempt. `reason` is kept as the message's last error.
     pub async fn nack(&self, reason: impl Display) -> Result<(), AckError> {
         let reason = reason.to_string();
-        match &self.held {
-            Held::Message(l) => l.nack(&reason, None).await,
-            Held::Entry(l) => l.nack(&reason, None).await,
-        }
+        self.held.nack(&reason, None).await
     }
 
     /// Pushes the ack deadline out to `by` from now (a stream entry: keeps it from being
@@ -74,34 +89,22 @@ impl Ack {
     /// renewals never shorten one you set: `extend(10 min)`, then hand the `Ack` to a
     /// background task that acks within those 10 minutes.
     pub async fn extend(&self, by: Duration) -> Result<(), AckError> {
-        match &self.held {
-            Held::Message(l) => l.extend(by).await,
-            Held::Entry(l) => l.extend(by).await,
-        }
+        self.held.extend(by).await
     }
 
     /// Moves the message to the dead letters now, with `reason`.
     pub async fn dead_letter(&self, reason: impl Display) -> Result<(), AckError> {
         let reason = reason.to_string();
-        match &self.held {
-            Held::Message(l) => l.nack("", Some(&reason)).await,
-            Held::Entry(l) => l.nack("", Some(&reason)).await,
-        }
+        self.held.nack("", Some(&reason)).await
     }
 
     /// The id of the message (or stream entry) this handle settles.
     pub fn id(&self) -> &str {
-        match &self.held {
-            Held::Message(l) => l.id.as_str(),
-            Held::Entry(l) => &l.id,
-        }
+        self.held.id()
     }
 
     /// Which delivery this is: 1 on the first.
     pub fn attempt(&self) -> u32 {
-        match &self.held {
-            Held::Message(l) => l.attempt,
-            Held::Entry(l) => l.deliveries,
-        }
+        self.held.attempt()
     }
 }

@@ -11,12 +11,9 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use delayq_core::protocol::ms_to_time;
 use serde::de::DeserializeOwned;
 
 use crate::ack::Ack;
-use crate::message::{Message, TopicDelivery};
-use crate::stream_message::{StreamDelivery, StreamMessage};
 
 /// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
@@ -25,21 +22,6 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send 
 pub trait Inbound: Send + Sync + 'static {
     /// The raw JSON payload, or why there is none.
     fn payload(&self) -> Result<&[u8], String>;
-}
-
-impl Inbound for TopicDelivery {
-    fn payload(&self) -> Result<&[u8], String> {
-        Ok(&self.delivery.envelope.payload)
-    }
-}
-
-impl Inbound for StreamDelivery {
-    fn payload(&self) -> Result<&[u8], String> {
-        self.entry
-            .payload
-            .as_deref()
-            .ok_or_else(|| "the entry has no `payload` field".to_string())
-    }
 }
 
 /// A first parameter a listener can take from `D`. `M` only tells the impls apart.
@@ -57,7 +39,7 @@ pub enum ViaPayload {}
 /// Marker: the parameter is `Message<T>` or `StreamMessage<T>`.
 pub enum ViaMessage {}
 
-fn payload<T: DeserializeOwned, D: Inbound>(inbound: &D) -> Result<T, String> {
+pub(crate) fn payload<T: DeserializeOwned, D: Inbound>(inbound: &D) -> Result<T, String> {
     serde_json::from_slice(inbound.payload()?).map_err(|e| {
         format!(
             "payload does not decode into {}: {e}",
@@ -69,33 +51,6 @@ fn payload<T: DeserializeOwned, D: Inbound>(inbound: &D) -> Result<T, String> {
 impl<T: DeserializeOwned + Send + 'static, D: Inbound> Decode<ViaPayload, D> for T {
     fn decode(inbound: &D) -> Result<Self, String> {
         payload(inbound)
-    }
-}
-
-impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage, TopicDelivery> for Message<T> {
-    fn decode(inbound: &TopicDelivery) -> Result<Self, String> {
-        let delivery = &inbound.delivery;
-        let envelope = &delivery.envelope;
-        Ok(Message {
-            id: delivery.id.clone(),
-            topic: inbound.topic.clone(),
-            attempt: envelope.attempt,
-            due_at: ms_to_time(envelope.due_ms),
-            enqueued_at: ms_to_time(envelope.enqueued_ms),
-            payload: payload(inbound)?,
-        })
-    }
-}
-
-impl<T: DeserializeOwned + Send + 'static> Decode<ViaMessage, StreamDelivery> for StreamMessage<T> {
-    fn decode(inbound: &StreamDelivery) -> Result<Self, String> {
-        Ok(StreamMessage {
-            id: inbound.entry.id.clone(),
-            stream: inbound.stream.clone(),
-            group: inbound.group.clone(),
-            deliveries: inbound.entry.deliveries,
-            payload: payload(inbound)?,
-        })
     }
 }
 
@@ -238,32 +193,9 @@ impl<D, F: Handler<D, Args>, Args: 'static> ErasedHandler<D> for Erased<F, Args>
     }
 }
 
-/// Erases a delay listener's marker. Called by the code `#[delay_listener]` generates.
-pub fn erase<F: Handler<TopicDelivery, Args>, Args: 'static>(
+/// Erases a listener's marker, for the `erase` function of each system.
+pub(crate) fn erased<D: 'static, F: Handler<D, Args>, Args: 'static>(
     f: F,
-) -> Arc<dyn ErasedHandler<TopicDelivery>> {
+) -> Arc<dyn ErasedHandler<D>> {
     Arc::new(Erased(f, PhantomData))
-}
-
-/// Erases a stream listener's marker. Called by the code `#[stream_listener]` generates.
-pub fn erase_stream<F: Handler<StreamDelivery, Args>, Args: 'static>(
-    f: F,
-) -> Arc<dyn ErasedHandler<StreamDelivery>> {
-    Arc::new(Erased(f, PhantomData))
-}
-
-/// A leader task, erased: starts one run.
-pub type LeaderTaskFn = Arc<dyn Fn(delayq_core::Leadership) -> HandlerFuture + Send + Sync>;
-
-/// Erases a leader task. Called by the code `#[leader_task]` generates.
-pub fn erase_leader<F, Fut>(f: F) -> LeaderTaskFn
-where
-    F: Fn(delayq_core::Leadership) -> Fut + Send + Sync + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: ListenerReturn,
-{
-    Arc::new(move |leadership| {
-        let fut = f(leadership);
-        Box::pin(async move { fut.await.into_result() })
-    })
 }

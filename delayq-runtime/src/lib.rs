@@ -47,41 +47,36 @@
 // own tests too.
 extern crate self as delayq_runtime;
 
-// Imports run one way (no module imports one to its left here):
-//   options, message, stream_message, books, settle, ack_batcher < health, lease, stream_lease
-//   < ack < handler < registry < topic, stream < worker < boss, back, wake, stream_reader
-//   < take_over, leader_task < handle < builder < runtime
-// The parts delay and stream listeners share (books, settle, ack_batcher, health, ack,
-// handler, worker) sit below the parts of each.
+// The tree: one folder per system, each importing only the shared parts, never another
+// system; the top layer (`runtime/`) imports them all. `cargo test --test code_layout`
+// checks it.
+//   delay/     delay listeners: topic, boss, back, lease, wake-ups
+//   stream/    stream listeners: reader, take-over, lease
+//   leader/    leader tasks
+//   room/      waiting rooms the runtime ticks
+//   runtime/   builder, spawn, handle and shutdown, start(), gauges (the top layer)
+// Shared by the systems: handler (the shapes a listener may have), worker (running one
+// delivery), ack, settle, books, ack_batcher, lead (a body under a leader lease), health,
+// options, meter, registry.
 mod ack;
 mod ack_batcher;
-mod back;
 mod books;
-mod boss;
-mod builder;
-mod gauges;
-mod handle;
+mod delay;
 mod handler;
 mod health;
-mod leader_task;
-mod lease;
-mod message;
+mod lead;
+mod leader;
 mod meter;
 mod options;
 mod registry;
+mod room;
 mod runtime;
 mod settle;
 mod stream;
-mod stream_lease;
-mod stream_message;
-mod stream_reader;
-mod take_over;
-mod topic;
-mod wake;
 mod worker;
 
 pub use ack::Ack;
-pub use builder::{Runtime, RuntimeBuilder};
+pub use delay::{Message, TopicDelivery};
 pub use delayq_core::{
     AckError, Cancelled, DeadLetter, Error, GroupStats, LeaderLease, Leadership, MessageId,
     Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus,
@@ -89,23 +84,20 @@ pub use delayq_core::{
     UrlOrigin, WaitingRoom, LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, stream_listener};
-pub use handle::RuntimeHandle;
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.
 #[doc(hidden)]
 pub use handler::{AckMode, AfterRun, Auto, Manual};
 pub use handler::{Decode, Handler, Inbound, ListenerReturn};
-pub use message::{Message, TopicDelivery};
-pub use runtime::start;
-pub use stream_message::{StreamDelivery, StreamMessage};
+pub use runtime::{start, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use stream::{StreamDelivery, StreamMessage};
 
 /// Used by the code `#[delay_listener]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::handler::{erase, erase_leader, erase_stream};
+    pub use crate::delay::{erase, ListenerRegistration};
+    pub use crate::leader::{erase_leader, LeaderTaskRegistration};
     pub use crate::options::{Backoff, ListenerOptions};
-    pub use crate::registry::{
-        LeaderTaskRegistration, ListenerRegistration, StreamListenerRegistration,
-    };
+    pub use crate::stream::{erase_stream, StreamListenerRegistration};
     pub use inventory;
 
     /// Checks, on the parameter's span, that a listener's second parameter is `Ack`.

@@ -8,6 +8,10 @@ use delayq_core::AckError;
 
 /// One delivery's hold on its message.
 pub(crate) trait Settle: Send + Sync + 'static {
+    /// The id of the message (or stream entry).
+    fn id(&self) -> &str;
+    /// Which delivery this is: 1 on the first.
+    fn attempt(&self) -> u32;
     /// Whether it has been acked, retried or dead-lettered (by the worker or the `Ack`).
     fn is_settled(&self) -> bool;
     /// Takes it off the books: settled, or another delivery owns the message now.

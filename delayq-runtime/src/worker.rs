@@ -1,36 +1,29 @@
 //! A worker runs one delivery: decode, call the handler (catching a panic),
 //! renew the lease while it runs, then ack, retry or dead-letter as the mode says. The same
-//! code runs a topic's messages and a stream's entries; only the lease (`Settle`) differs.
+//! code runs a topic's messages and a stream's entries (each system's `run` starts it); only
+//! the lease (`Settle`) differs.
 
 use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
-
 use std::time::{Duration, SystemTime};
 
-use delayq_core::protocol::{ms_to_time, Delivery, StreamEntry};
 use delayq_core::AckError;
 use futures_util::FutureExt;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
-use crate::ack::Ack;
 use crate::handler::{AfterRun, HandlerFuture};
 use crate::health::{Health, RetryDelay};
-use crate::message::TopicDelivery;
 use crate::meter::Meter;
 use crate::settle::Settle;
-use crate::stream::StreamRuntime;
-use crate::stream_message::StreamDelivery;
-use crate::topic::TopicRuntime;
 
 /// What a run needs from its topic or stream.
-struct RunContext<'a> {
-    health: &'a Health,
+pub(crate) struct RunContext<'a> {
+    pub(crate) health: &'a Health,
     /// Cancelled when the shutdown grace is over.
-    abort: &'a CancellationToken,
+    pub(crate) abort: &'a CancellationToken,
     /// The lease a running handler keeps: ack_timeout (topic) or min_idle (stream).
-    lease_len: Duration,
+    pub(crate) lease_len: Duration,
 }
 
 fn panic_text(payload: &(dyn Any + Send)) -> String {
@@ -44,10 +37,10 @@ fn panic_text(payload: &(dyn Any + Send)) -> String {
 }
 
 /// A handler run as `delayq_inflight` counts it, from its start until this is dropped.
-struct Running<'a>(&'a Meter);
+pub(crate) struct Running<'a>(&'a Meter);
 
 impl<'a> Running<'a> {
-    fn start(meter: &'a Meter, due: SystemTime) -> Self {
+    pub(crate) fn start(meter: &'a Meter, due: SystemTime) -> Self {
         meter.started(due);
         Running(meter)
     }
@@ -74,12 +67,6 @@ pub(crate) fn follow_sender(span: &tracing::Span, traceparent: &str) {
 
 #[cfg(not(feature = "otel"))]
 pub(crate) fn follow_sender(_span: &tracing::Span, _traceparent: &str) {}
-
-/// When a stream entry was added: the milliseconds of its id (`<ms>-<seq>`).
-fn entry_time(id: &str) -> SystemTime {
-    let ms = id.split('-').next().and_then(|ms| ms.parse().ok());
-    ms.map_or_else(SystemTime::now, ms_to_time)
-}
 
 /// Runs a settle call until it lands, is stale, or the shutdown grace ends. A settle that
 /// never lands leaves the message claimed; it is delivered again after its deadline.
@@ -113,54 +100,8 @@ where
     }
 }
 
-/// Runs a topic's claimed message.
-pub(crate) async fn run(
-    topic: Arc<TopicRuntime>,
-    delivery: Delivery,
-    permit: OwnedSemaphorePermit,
-) {
-    let _permit = permit;
-    let lease = topic.lease(&delivery);
-    let _running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
-    let inbound = TopicDelivery {
-        topic: topic.name.clone(),
-        delivery,
-    };
-    let started = topic.handler.call(&inbound, Ack::message(lease.clone()));
-    let ctx = RunContext {
-        health: &topic.health,
-        abort: &topic.abort,
-        lease_len: topic.options.ack_timeout(),
-    };
-    let after_run = |result| topic.handler.after_run(result);
-    drive(&ctx, lease, started, after_run).await;
-}
-
-/// Runs a stream's entry.
-pub(crate) async fn run_entry(
-    stream: Arc<StreamRuntime>,
-    entry: StreamEntry,
-    permit: OwnedSemaphorePermit,
-) {
-    let lease = stream.lease(&entry);
-    let _running = Running::start(&stream.meter, entry_time(&entry.id));
-    let inbound = StreamDelivery {
-        stream: stream.stream.clone(),
-        group: stream.group_name.clone(),
-        entry,
-    };
-    let started = stream.handler.call(&inbound, Ack::entry(lease.clone()));
-    let ctx = RunContext {
-        health: &stream.health,
-        abort: &stream.abort,
-        lease_len: stream.min_idle(),
-    };
-    let _permit = permit;
-    let after_run = |result| stream.handler.after_run(result);
-    drive(&ctx, lease, started, after_run).await;
-}
-
-async fn drive<L: Settle>(
+/// Runs a started handler to its end under its lease, then settles it as its mode says.
+pub(crate) async fn drive<L: Settle>(
     ctx: &RunContext<'_>,
     lease: Arc<L>,
     started: Result<HandlerFuture, String>,

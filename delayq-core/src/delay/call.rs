@@ -1,0 +1,55 @@
+//! Running a topic's calls: a failure is turned into an [`Error`] that names what to do, and a
+//! WRONGTYPE into the key that holds a foreign value.
+
+use redis::RedisError;
+
+use super::keys::TopicKeys;
+use crate::connection::{AnyConn, RedisConn};
+use crate::error::{Error, Result};
+
+/// Turns a failed call on `keys` into an [`Error`]; a WRONGTYPE is traced to the key that
+/// holds the foreign value, so the message can name it.
+pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError) -> Error {
+    // Inside a script, a command's WRONGTYPE comes back as a script error whose code is the
+    // script's, with WRONGTYPE only in its text; so the text is checked too.
+    if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {
+        return Error::Redis(err);
+    }
+    let (_, mut c) = conn.current();
+    for (key, expected) in keys.typed() {
+        let found: Option<String> = redis::cmd("TYPE").arg(key).query_async(&mut c).await.ok();
+        if let Some(found) = found.filter(|t| t != expected && t != "none") {
+            return Error::WrongType {
+                key: key.to_string(),
+                expected,
+                found,
+            };
+        }
+    }
+    Error::Redis(err)
+}
+
+/// Runs `call` (commands on the topic whose keys are `keys`) on `conn`; a failure is
+/// explained as above.
+pub(crate) async fn on_topic<T, F, Fut>(conn: &RedisConn, keys: &TopicKeys, call: F) -> Result<T>
+where
+    F: FnOnce(AnyConn) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    match conn.run(call).await {
+        Ok(v) => Ok(v),
+        Err(e) => Err(explain(conn, keys, e).await),
+    }
+}
+
+/// Runs a script on the topic whose keys are `keys`; a failure is explained as above.
+pub(crate) async fn invoke<T: redis::FromRedisValue>(
+    conn: &RedisConn,
+    keys: &TopicKeys,
+    script: &redis::ScriptInvocation<'_>,
+) -> Result<T> {
+    on_topic(conn, keys, |mut c| async move {
+        script.invoke_async(&mut c).await
+    })
+    .await
+}

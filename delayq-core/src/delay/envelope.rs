@@ -1,0 +1,98 @@
+//! The envelope stored under each message id (see `scripts/delay/prelude.lua` for the layout; the
+//! scripts write it, Rust only reads it).
+
+/// A parsed envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Handler runs that counted, including the current one when claimed.
+    pub attempt: u32,
+    /// The fence token of the current (last) claim, unique in the topic for all time; 0 when
+    /// never claimed.
+    pub token: u64,
+    /// Per-message max_attempts, 0 for the listener's default.
+    pub max_attempts: u32,
+    /// When it was sent (ms since the epoch, Redis clock).
+    pub enqueued_ms: u64,
+    /// When it is or was due (ms since the epoch, Redis clock).
+    pub due_ms: u64,
+    /// The last handler error, or empty.
+    pub last_error: String,
+    /// Why it was dead-lettered, or empty.
+    pub dead_reason: String,
+    /// The sender's W3C `traceparent`, or empty (see `trace.rs`).
+    pub trace: String,
+    /// The payload bytes (JSON as sent).
+    pub payload: Vec<u8>,
+}
+
+impl Envelope {
+    /// Parses a stored envelope; the error says what is wrong.
+    pub fn parse(raw: &[u8]) -> Result<Self, String> {
+        let nl = raw
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or("no header line")?;
+        let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
+        let fields: Vec<&str> = header.split(' ').collect();
+        if !(8..=9).contains(&fields.len()) || fields[0] != "1" {
+            return Err(format!("unknown header {header:?}"));
+        }
+        let num = |i: usize| -> Result<u64, String> {
+            fields[i]
+                .parse::<u64>()
+                .map_err(|_| format!("header field {i} is not a number in {header:?}"))
+        };
+        let (err_len, reason_len) = (num(6)? as usize, num(7)? as usize);
+        let trace_len = if fields.len() == 9 {
+            num(8)? as usize
+        } else {
+            0
+        };
+        let body = &raw[nl + 1..];
+        if err_len + reason_len + trace_len > body.len() {
+            return Err("lengths in the header exceed the envelope".to_string());
+        }
+        let (texts, payload) = body.split_at(err_len + reason_len + trace_len);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Ok(Envelope {
+            attempt: num(1)? as u32,
+            token: num(2)?,
+            max_attempts: num(3)? as u32,
+            enqueued_ms: num(4)?,
+            due_ms: num(5)?,
+            last_error: text(&texts[..err_len]),
+            dead_reason: text(&texts[err_len..err_len + reason_len]),
+            trace: text(&texts[err_len + reason_len..]),
+            payload: payload.to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_layout_the_scripts_write() {
+        let e = Envelope::parse(b"1 2 3 0 100 200 4 2\nboomRM{\"a\":1}").unwrap();
+        assert_eq!((e.attempt, e.token, e.max_attempts), (2, 3, 0));
+        assert_eq!((e.enqueued_ms, e.due_ms), (100, 200));
+        assert_eq!(e.last_error, "boom");
+        assert_eq!(e.dead_reason, "RM");
+        assert_eq!(e.payload, b"{\"a\":1}");
+        assert_eq!(e.trace, "");
+        let e = Envelope::parse(b"1 1 2 0 100 200 0 0 5\n00-ab{}").unwrap();
+        assert_eq!(
+            (e.trace.as_str(), e.payload.as_slice()),
+            ("00-ab", &b"{}"[..])
+        );
+    }
+
+    #[test]
+    fn rejects_garbage_with_a_reason() {
+        assert!(Envelope::parse(b"{\"a\":1}").is_err());
+        assert!(Envelope::parse(b"2 0 0 0 0 0 0 0\n").is_err());
+        assert!(Envelope::parse(b"1 0 0 0 0 0 9 0\nab").is_err());
+        assert!(Envelope::parse(b"1 x 0 0 0 0 0 0\n").is_err());
+    }
+}

@@ -1,0 +1,103 @@
+//! The keys of one topic. Every key carries the topic in braces, a Redis Cluster hash tag, so
+//! one script can touch all of them on a single shard.
+
+use crate::connection::RedisConn;
+use crate::error::Result;
+use crate::names::{validate_namespace, validate_topic};
+
+/// The Redis keys and the wake-up channel of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicKeys {
+    /// The topic name.
+    pub topic: String,
+    /// ZSET id → due time (ms).
+    pub delayed: String,
+    /// ZSET id → ack deadline (ms).
+    pub inflight: String,
+    /// HASH id → envelope.
+    pub msg: String,
+    /// ZSET id → time it died (ms).
+    pub dead: String,
+    /// STRING: the topic's claim counter; every claim takes its fence token from it.
+    pub seq: String,
+    /// HASH `<outcome>:<10 s bucket>` → count: what `delayq stats` reports as handled in the
+    /// last minute (`ok`, `retry`, `dead`), kept by the scripts; two minutes of buckets.
+    pub stats: String,
+    /// ZSET of the far buckets not promoted yet: bucket number → a lower bound of the earliest
+    /// due time in it. Bucket `b` is the HASH `<far>:<b>` (id → far record).
+    pub far: String,
+    /// HASH id → far bucket, for the far messages whose id does not tell their bucket (user
+    /// ids; a generated id tells it by its time).
+    pub far_index: String,
+    /// HASH `count` (messages in far buckets) and `width` (the bucket width in ms).
+    pub farinfo: String,
+    /// Pub/sub channel on which scripts announce that a head moved earlier.
+    pub wake: String,
+    /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
+    pub publish: &'static str,
+}
+
+impl TopicKeys {
+    /// The keys of `topic` under `namespace`; both are validated.
+    pub fn new(namespace: &str, topic: &str) -> Result<Self> {
+        validate_namespace(namespace)?;
+        validate_topic(topic)?;
+        let key = |suffix: &str| format!("{namespace}:{{{topic}}}:{suffix}");
+        Ok(Self {
+            topic: topic.to_string(),
+            delayed: key("delayed"),
+            inflight: key("inflight"),
+            msg: key("msg"),
+            dead: key("dead"),
+            seq: key("seq"),
+            stats: key("stats"),
+            far: key("far"),
+            far_index: key("where"),
+            farinfo: key("farinfo"),
+            wake: key("wake"),
+            publish: "PUBLISH",
+        })
+    }
+
+    /// The same keys, with wake-ups published sharded (`SPUBLISH`) when `sharded`: on a
+    /// cluster a wake-up then reaches only the shard that owns the topic.
+    pub fn sharded(mut self, sharded: bool) -> Self {
+        self.publish = if sharded { "SPUBLISH" } else { "PUBLISH" };
+        self
+    }
+
+    /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
+    pub fn typed(&self) -> [(&str, &'static str); 9] {
+        [
+            (&self.delayed, "zset"),
+            (&self.inflight, "zset"),
+            (&self.msg, "hash"),
+            (&self.dead, "zset"),
+            (&self.seq, "string"),
+            (&self.stats, "hash"),
+            (&self.far, "zset"),
+            (&self.far_index, "hash"),
+            (&self.farinfo, "hash"),
+        ]
+    }
+}
+
+impl TopicKeys {
+    /// The keys of `topic` under `namespace`, published the way `conn`'s deployment needs.
+    pub fn on(conn: &RedisConn, namespace: &str, topic: &str) -> Result<TopicKeys> {
+        Ok(TopicKeys::new(namespace, topic)?.sharded(conn.is_cluster()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_topic_hash_tag() {
+        let k = TopicKeys::new("delayq", "order.timeout").unwrap();
+        assert_eq!(k.delayed, "delayq:{order.timeout}:delayed");
+        assert_eq!(k.msg, "delayq:{order.timeout}:msg");
+        assert_eq!(k.wake, "delayq:{order.timeout}:wake");
+    }
+}

@@ -1,0 +1,308 @@
+//! The delay queue's Lua scripts (`scripts/delay/`), one per state change, each loaded once with
+//! the prelude in front, and one typed builder per script.
+
+use redis::{Script, ScriptInvocation};
+
+use super::buckets::{Buckets, NONE};
+use super::keys::TopicKeys;
+use crate::id::MessageId;
+use crate::script::scripts;
+
+const PRELUDE: &str = include_str!("../scripts/delay/prelude.lua");
+/// The far buckets' part of the delay queue's prelude.
+const FAR: &str = include_str!("../scripts/delay/far.lua");
+
+scripts!(
+    Scripts,
+    SCRIPTS,
+    "delay/",
+    format!("{PRELUDE}\n{FAR}"),
+    [
+        send,
+        claim_due,
+        ack,
+        extend,
+        nack,
+        release,
+        requeue_expired,
+        cancel,
+        reschedule,
+        list,
+        replay_dead,
+        purge_dead,
+    ]
+);
+
+/// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
+/// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
+/// KEYS[8] where, KEYS[9] farinfo, then the far bucket keys the call may touch (`far`), the
+/// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
+/// and `far.lua`); its own arguments follow.
+fn on_topic(script: &'static Script, k: &TopicKeys, far: &Buckets) -> ScriptInvocation<'static> {
+    let mut inv = script.key(&k.delayed);
+    inv.key(&k.inflight)
+        .key(&k.msg)
+        .key(&k.dead)
+        .key(&k.seq)
+        .key(&k.stats)
+        .key(&k.far)
+        .key(&k.far_index)
+        .key(&k.farinfo);
+    for b in &far.0 {
+        inv.key(format!("{}:{b}", k.far));
+    }
+    inv.arg(&k.wake).arg(k.publish);
+    inv
+}
+
+/// Appends `(id, token)` pairs.
+fn with_deliveries(
+    mut inv: ScriptInvocation<'static>,
+    deliveries: &[(MessageId, u64)],
+) -> ScriptInvocation<'static> {
+    for (id, token) in deliveries {
+        inv.arg(id.as_str()).arg(*token);
+    }
+    inv
+}
+
+// One typed builder per script, each with the arguments its header lists, in that order.
+
+/// When a message becomes due, as the scripts take it (`when_kind`, `when`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    /// Milliseconds from the Redis server's now.
+    InMs(u64),
+    /// Unix milliseconds.
+    AtMs(u64),
+}
+
+impl Due {
+    /// The due time in unix ms by this machine's clock (for a delay, an estimate of the
+    /// server's).
+    pub(crate) fn expected_unix_ms(self) -> u64 {
+        match self {
+            Due::InMs(ms) => {
+                crate::time::time_to_ms(std::time::SystemTime::now()).saturating_add(ms)
+            }
+            Due::AtMs(ms) => ms,
+        }
+    }
+
+    fn kind_and_ms(self) -> (&'static str, u64) {
+        match self {
+            Due::InMs(ms) => ("delay", ms),
+            Due::AtMs(ms) => ("at", ms),
+        }
+    }
+}
+
+/// One message for `send.lua`.
+pub(crate) struct Outgoing<'a> {
+    pub id: &'a MessageId,
+    /// Replace a pending message with this id instead of keeping it.
+    pub replace: bool,
+    pub due: Due,
+    /// 0 for the listener's default.
+    pub max_attempts: u32,
+    /// The sender's W3C traceparent, or empty.
+    pub trace: &'a str,
+    pub payload: &'a [u8],
+}
+
+pub(crate) fn send<'a>(
+    k: &TopicKeys,
+    far: &Buckets,
+    messages: impl IntoIterator<Item = Outgoing<'a>>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.send, k, far);
+    for m in messages {
+        let (kind, when) = m.due.kind_and_ms();
+        inv.arg(m.id.as_str())
+            .arg(if m.replace { "replace" } else { "new" })
+            .arg(kind)
+            .arg(when)
+            .arg(m.max_attempts)
+            .arg(m.trace)
+            .arg(m.payload);
+    }
+    inv
+}
+
+pub(crate) fn claim_due(
+    k: &TopicKeys,
+    far: &Buckets,
+    max: usize,
+    lease_ms: u64,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.claim_due, k, far);
+    inv.arg(max).arg(lease_ms);
+    inv
+}
+
+pub(crate) fn ack(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
+    with_deliveries(on_topic(&SCRIPTS.ack, k, &NONE), deliveries)
+}
+
+pub(crate) fn extend(
+    k: &TopicKeys,
+    lease_ms: u64,
+    deliveries: &[(MessageId, u64)],
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.extend, k, &NONE);
+    inv.arg(lease_ms);
+    with_deliveries(inv, deliveries)
+}
+
+/// The arguments of `nack.lua` after the id and token.
+pub(crate) struct Failure<'a> {
+    pub backoff_ms: u64,
+    pub error: &'a str,
+    pub default_max_attempts: u32,
+    /// Dead-letter now with this reason, instead of retrying while attempts remain.
+    pub dead_reason: Option<&'a str>,
+}
+
+pub(crate) fn nack(
+    k: &TopicKeys,
+    far: &Buckets,
+    id: &MessageId,
+    token: u64,
+    failure: Failure<'_>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.nack, k, far);
+    inv.arg(id.as_str())
+        .arg(token)
+        .arg(failure.backoff_ms)
+        .arg(failure.error)
+        .arg(failure.default_max_attempts)
+        .arg(failure.dead_reason.unwrap_or(""));
+    inv
+}
+
+pub(crate) fn release(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
+    with_deliveries(on_topic(&SCRIPTS.release, k, &NONE), deliveries)
+}
+
+pub(crate) fn requeue_expired(
+    k: &TopicKeys,
+    max: usize,
+    default_max_attempts: u32,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.requeue_expired, k, &NONE);
+    inv.arg(max).arg(default_max_attempts);
+    inv
+}
+
+pub(crate) fn cancel(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.cancel, k, far);
+    inv.arg(id.as_str());
+    inv
+}
+
+pub(crate) fn reschedule(
+    k: &TopicKeys,
+    far: &Buckets,
+    id: &MessageId,
+    due: Due,
+) -> ScriptInvocation<'static> {
+    let (kind, when) = due.kind_and_ms();
+    let mut inv = on_topic(&SCRIPTS.reschedule, k, far);
+    inv.arg(id.as_str()).arg(kind).arg(when);
+    inv
+}
+
+/// A state of a message, as `list.lua` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    Delayed,
+    Dead,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            State::Delayed => "delayed",
+            State::Dead => "dead",
+        }
+    }
+}
+
+pub(crate) fn list(
+    k: &TopicKeys,
+    state: State,
+    start: usize,
+    stop: usize,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.list, k, &NONE);
+    inv.arg(state.name()).arg("range").arg(start).arg(stop);
+    inv
+}
+
+/// One bounded HSCAN step through far bucket `bucket` (see `list.lua`, mode 'far').
+pub(crate) fn list_far(
+    k: &TopicKeys,
+    bucket: &str,
+    cursor: &str,
+    count: usize,
+) -> ScriptInvocation<'static> {
+    let far = Buckets::default().bucket(bucket.parse().ok());
+    let mut inv = on_topic(&SCRIPTS.list, k, &far);
+    inv.arg(State::Delayed.name())
+        .arg("far")
+        .arg(bucket)
+        .arg(cursor)
+        .arg(count);
+    inv
+}
+
+pub(crate) fn list_one(
+    k: &TopicKeys,
+    far: &Buckets,
+    state: State,
+    id: &MessageId,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.list, k, far);
+    inv.arg(state.name()).arg("id").arg(id.as_str());
+    inv
+}
+
+pub(crate) fn replay_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.replay_dead, k, &NONE);
+    inv.arg("one").arg(id.as_str());
+    inv
+}
+
+/// `cutoff_ms`: `None` on the first call of a replay (the script takes its now).
+pub(crate) fn replay_oldest(
+    k: &TopicKeys,
+    count: usize,
+    skip: usize,
+    cutoff_ms: Option<u64>,
+) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.replay_dead, k, &NONE);
+    inv.arg("oldest")
+        .arg(count)
+        .arg(skip)
+        .arg(cutoff_ms.map(|c| c.to_string()).unwrap_or_default());
+    inv
+}
+
+pub(crate) fn purge_dead(k: &TopicKeys, count: usize) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.purge_dead, k, &NONE);
+    inv.arg("oldest").arg(count);
+    inv
+}
+
+pub(crate) fn purge_dead_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.purge_dead, k, &NONE);
+    inv.arg("id").arg(id.as_str());
+    inv
+}
+
+/// The payload of a wake-up that tells the boss the head of `delayed` moved earlier
+/// (`WAKE_BOSS` in `prelude.lua`).
+pub const WAKE_BOSS: &[u8] = b"d";
+/// The payload of a wake-up that tells the back pool a claim landed in an empty `inflight`
+/// (`WAKE_BACK` in `prelude.lua`).
+pub const WAKE_BACK: &[u8] = b"i";

@@ -1,0 +1,176 @@
+//! What a send can say: when, which id, replace or keep, attempts; and what calls report.
+
+use std::time::{Duration, SystemTime};
+
+use super::scripts::Due;
+use crate::error::{Error, Result};
+use crate::id::MessageId;
+use crate::time::{millis, time_to_ms, MAX_DUE_MS};
+
+/// When a message becomes due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum When {
+    Delay(Duration),
+    At(SystemTime),
+}
+
+impl When {
+    /// The due time as the scripts take it; one past [`MAX_DUE_MS`] is refused before
+    /// anything is written (for a delay, judged by this machine's clock: the limit is
+    /// thousands of years away, so the clocks' skew does not matter).
+    pub(crate) fn due(self) -> Result<Due> {
+        let (due, at_ms) = match self {
+            When::Delay(d) => {
+                let ms = millis(d);
+                (
+                    Due::InMs(ms),
+                    u128::from(time_to_ms(SystemTime::now())) + u128::from(ms),
+                )
+            }
+            When::At(t) => {
+                let ms = time_to_ms(t);
+                (Due::AtMs(ms), u128::from(ms))
+            }
+        };
+        if at_ms > u128::from(MAX_DUE_MS) {
+            return Err(Error::DueTooFar {
+                requested_ms: at_ms,
+                limit_ms: MAX_DUE_MS,
+            });
+        }
+        Ok(due)
+    }
+}
+
+/// Options for [`Producer::send_with`].
+///
+/// ```
+/// use std::time::Duration;
+/// use delayq_core::SendOptions;
+/// let opts = SendOptions::new().delay(Duration::from_secs(30)).id("order-7").max_attempts(3);
+/// ```
+#[derive(Debug, Clone)]
+pub struct SendOptions {
+    pub(crate) when: When,
+    pub(crate) id: Option<String>,
+    pub(crate) replace: bool,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) replicas: u32,
+    pub(crate) replica_timeout: Duration,
+}
+
+/// How long [`SendOptions::replicas`] waits by default.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Default for SendOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SendOptions {
+    /// Due now, a generated id, the listener's max_attempts.
+    pub fn new() -> Self {
+        SendOptions {
+            when: When::Delay(Duration::ZERO),
+            id: None,
+            replace: false,
+            max_attempts: None,
+            replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
+        }
+    }
+
+    /// Due `delay` after Redis receives it.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.when = When::Delay(delay);
+        self
+    }
+
+    /// Due at `at` (compared with the Redis server's clock).
+    pub fn at(mut self, at: SystemTime) -> Self {
+        self.when = When::At(at);
+        self
+    }
+
+    /// Your own id. Sending the same id again while that message is pending is a no-op
+    /// ([`SendOutcome::Duplicate`]) unless [`replace`](Self::replace) is set.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// With a user id: replace a pending (delayed) message with that id, new payload and due
+    /// time, fresh attempt count. A message in flight is never replaced (`Duplicate`).
+    pub fn replace(mut self, replace: bool) -> Self {
+        self.replace = replace;
+        self
+    }
+
+    /// Returns only once `n` replicas hold the write (Redis `WAIT`, on the connection to the
+    /// primary that took it), within [`replica_timeout`](Self::replica_timeout); otherwise
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated). Without it, a failover can
+    /// lose the last writes the old primary had not yet copied to a replica.
+    pub fn replicas(mut self, n: u32) -> Self {
+        self.replicas = n;
+        self
+    }
+
+    /// How long [`replicas`](Self::replicas) waits (default 1 s), counted from the start of
+    /// the send. Such sends write and wait on a connection of their own (one per primary on
+    /// a cluster), and the sends that wrote meanwhile share one `WAIT`; a write may first wait
+    /// behind the `WAIT` before it, so a send returns within about twice this (plus its round
+    /// trips), never holding up any other command of the producer.
+    pub fn replica_timeout(mut self, timeout: Duration) -> Self {
+        self.replica_timeout = timeout;
+        self
+    }
+
+    /// Handler runs allowed for this message, overriding the listener's `max_attempts`.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+
+/// What [`Producer::send_with`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// A new message.
+    Created(MessageId),
+    /// A message with this id is already pending or in flight; nothing changed.
+    Duplicate(MessageId),
+    /// The pending message with this id was replaced.
+    Replaced(MessageId),
+}
+
+impl SendOutcome {
+    /// The message id.
+    pub fn id(&self) -> &MessageId {
+        match self {
+            SendOutcome::Created(id) | SendOutcome::Duplicate(id) | SendOutcome::Replaced(id) => id,
+        }
+    }
+}
+
+/// What [`Producer::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It was pending and is gone; it will not be delivered.
+    Removed,
+    /// Unknown, already done, or dead (dead letters go through `purge_dead`).
+    NotFound,
+    /// A consumer is handling it right now; it is not stopped.
+    InFlight,
+}
+
+/// How many messages of a topic are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TopicCounts {
+    /// Waiting for their due time (or due and not yet claimed).
+    pub delayed: usize,
+    /// Claimed by a consumer, not yet acknowledged.
+    pub inflight: usize,
+    /// In the dead letters.
+    pub dead: usize,
+}

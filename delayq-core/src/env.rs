@@ -1,0 +1,67 @@
+//! What comes from the environment: the Redis URL (and where it came from, so that an error
+//! can say what to change), the namespace, and the CA file for TLS.
+
+use std::fmt;
+
+/// The Redis URL used when `DELAYQ_REDIS_URL` is not set.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// The default namespace, overridden by `DELAYQ_NAMESPACE`.
+pub const DEFAULT_NAMESPACE: &str = "delayq";
+
+/// Where a Redis URL came from, so that an error can say what to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlOrigin {
+    /// The `DELAYQ_REDIS_URL` variable.
+    Env,
+    /// Nothing was set: [`DEFAULT_REDIS_URL`].
+    Default,
+    /// `Runtime::builder().redis_url(..)`.
+    Builder,
+    /// An argument such as `Producer::connect(url)`.
+    Argument,
+}
+
+impl UrlOrigin {
+    /// What to change to point delayq at another Redis.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            UrlOrigin::Env | UrlOrigin::Default => {
+                "set DELAYQ_REDIS_URL to point delayq at the right Redis"
+            }
+            UrlOrigin::Builder => "pass the right URL to Runtime::builder().redis_url(..)",
+            UrlOrigin::Argument => "pass the right URL to Producer::connect(..)",
+        }
+    }
+}
+
+impl fmt::Display for UrlOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UrlOrigin::Env => "from DELAYQ_REDIS_URL",
+            UrlOrigin::Default => "the default: DELAYQ_REDIS_URL is not set",
+            UrlOrigin::Builder => "from Runtime::builder().redis_url(..)",
+            UrlOrigin::Argument => "passed to Producer::connect(..)",
+        })
+    }
+}
+
+/// `DELAYQ_REDIS_URL` with where it came from, or [`DEFAULT_REDIS_URL`].
+pub fn redis_url_from_env() -> (String, UrlOrigin) {
+    match std::env::var("DELAYQ_REDIS_URL") {
+        Ok(url) if !url.trim().is_empty() => (url, UrlOrigin::Env),
+        _ => (DEFAULT_REDIS_URL.to_string(), UrlOrigin::Default),
+    }
+}
+
+/// `DELAYQ_NAMESPACE`, or [`DEFAULT_NAMESPACE`].
+pub fn namespace_from_env() -> String {
+    std::env::var("DELAYQ_NAMESPACE")
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
+}
+
+/// The variable naming a PEM file of certificate authorities to trust for `rediss://` URLs
+/// (without it, the system's trust store is used).
+pub const CA_FILE_VAR: &str = "DELAYQ_REDIS_CA_FILE";

@@ -1,0 +1,60 @@
+//! The back pool of a topic: moves expired claims (of any process) back to `delayed`, then
+//! sleeps until the earliest ack deadline in flight, or until a wake-up says a claim landed
+//! in an empty `inflight`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::topic::TopicRuntime;
+use crate::health::RetryDelay;
+use crate::meter::Outcome;
+
+/// How often the back pool looks for expired claims when it knows of none (claims by other
+/// processes are announced over pub/sub; this covers announcements lost in a disconnect).
+pub(crate) const BACK_SAFETY_SWEEP: Duration = Duration::from_secs(120);
+/// Expired claims handled per script call.
+const REQUEUE_BATCH: usize = 1_000;
+
+pub(crate) async fn run(topic: Arc<TopicRuntime>) {
+    let mut retry = RetryDelay::new();
+    while !topic.stop.is_cancelled() {
+        let wait = match topic
+            .queue
+            .requeue_expired(REQUEUE_BATCH, topic.options.max_attempts)
+            .await
+        {
+            Ok(report) => {
+                topic.health.ok();
+                topic.meter.handled(Outcome::Retry, report.requeued as u64);
+                topic.meter.handled(Outcome::Dead, report.dead as u64);
+                retry.reset();
+                if report.requeued + report.dead > 0 {
+                    tracing::info!(
+                        topic = %topic.name,
+                        requeued = report.requeued,
+                        dead = report.dead,
+                        "claims passed their ack deadline"
+                    );
+                }
+                if report.requeued > 0 {
+                    topic.wake_boss.notify_one();
+                }
+                if report.requeued + report.dead == REQUEUE_BATCH {
+                    continue;
+                }
+                match report.next_deadline_ms {
+                    // A few ms past the deadline, so the claim has surely expired.
+                    Some(at) => Duration::from_millis(at.saturating_sub(report.now_ms) + 5),
+                    None => BACK_SAFETY_SWEEP,
+                }
+            }
+            Err(error) => {
+                topic.health.failed(&error);
+                retry.next_delay()
+            }
+        };
+        topic
+            .pause(wait.min(BACK_SAFETY_SWEEP), &topic.wake_back)
+            .await;
+    }
+}

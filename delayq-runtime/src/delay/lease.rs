@@ -1,0 +1,129 @@
+//! One delivery's hold on its message: its fence token, whether it has been settled, and the
+//! calls that settle or extend it. The worker and the user's `Ack` share it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq_core::protocol::{Delivery, NackOutcome, TopicQueue};
+use delayq_core::{AckError, MessageId};
+
+use crate::ack_batcher::AckBatcher;
+use crate::books::{BookEntry, Books};
+use crate::meter::{Meter, Outcome};
+use crate::options::ListenerOptions;
+use crate::settle::Settle;
+
+/// A topic's books: deliveries by (id, token).
+pub(crate) type TopicBooks = Books<(MessageId, u64)>;
+
+pub(crate) struct Lease {
+    entry: BookEntry<(MessageId, u64)>,
+    queue: TopicQueue,
+    acks: AckBatcher<TopicQueue>,
+    meter: Arc<Meter>,
+    pub(crate) id: MessageId,
+    pub(crate) token: u64,
+    pub(crate) attempt: u32,
+    options: ListenerOptions,
+}
+
+impl Lease {
+    /// A lease for a delivery just claimed, entered in `books`.
+    pub(crate) fn enter(
+        books: Arc<TopicBooks>,
+        queue: TopicQueue,
+        acks: AckBatcher<TopicQueue>,
+        meter: Arc<Meter>,
+        options: ListenerOptions,
+        delivery: &Delivery,
+    ) -> Arc<Self> {
+        let (id, token) = (delivery.id.clone(), delivery.token());
+        Arc::new(Lease {
+            entry: BookEntry::enter(books, (id.clone(), token)),
+            queue,
+            acks,
+            meter,
+            id,
+            token,
+            attempt: delivery.envelope.attempt,
+            options,
+        })
+    }
+}
+
+impl Settle for Lease {
+    fn id(&self) -> &str {
+        self.id.as_str()
+    }
+
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    fn is_settled(&self) -> bool {
+        self.entry.is_settled()
+    }
+
+    fn leave_books(&self) {
+        self.entry.leave();
+    }
+
+    async fn ack(&self) -> Result<(), AckError> {
+        if self.acks.ack((self.id.clone(), self.token)).await? {
+            self.meter.handled(Outcome::Ok, 1);
+            self.entry.settle();
+            Ok(())
+        } else {
+            self.entry.stale()
+        }
+    }
+
+    /// Retry after the listener's backoff, or dead when attempts are used up (or at once when
+    /// `dead_reason` is given).
+    async fn nack(&self, error: &str, dead_reason: Option<&str>) -> Result<(), AckError> {
+        let backoff = self.options.backoff.delay(self.attempt);
+        let outcome = self
+            .queue
+            .nack(
+                &self.id,
+                self.token,
+                backoff,
+                error,
+                self.options.max_attempts,
+                dead_reason,
+            )
+            .await?;
+        match outcome {
+            NackOutcome::Stale => self.entry.stale(),
+            NackOutcome::Retry => {
+                tracing::debug!(retry_in = ?backoff, "will retry");
+                self.meter.handled(Outcome::Retry, 1);
+                self.entry.settle();
+                Ok(())
+            }
+            NackOutcome::Dead => {
+                tracing::warn!(
+                    error,
+                    reason = dead_reason.unwrap_or("max_attempts reached"),
+                    "moved to the dead letters"
+                );
+                self.meter.handled(Outcome::Dead, 1);
+                self.entry.settle();
+                Ok(())
+            }
+        }
+    }
+
+    /// Pushes the ack deadline out to at least `lease` from now (never earlier).
+    async fn extend(&self, lease: Duration) -> Result<(), AckError> {
+        let extended = self
+            .queue
+            .extend(lease, &[(self.id.clone(), self.token)])
+            .await?;
+        if extended.first() == Some(&true) {
+            Ok(())
+        } else {
+            self.entry.stale()
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Delay listeners (`#[delay_listener]`): per topic three pools over the topic's sorted sets.
+//!
+//! - `registration.rs`: what the macro registers; `message.rs`: `Message<T>` and how a
+//!   handler is called with a claimed message.
+//! - `topic.rs`: one topic at run time (what its pools share) and the run of one message.
+//! - `boss.rs`: sleeps until the next due time, claims as many as there are free slots.
+//! - `back.rs`: re-delivers claims whose ack deadline passed, by the earliest deadline.
+//! - `lease.rs`: one delivery's hold on its message (renew, ack, nack), with the books.
+//! - `wake.rs`: the pub/sub subscriber that wakes a topic's boss or back pool.
+
+pub(crate) mod back;
+pub(crate) mod boss;
+mod lease;
+mod message;
+mod registration;
+mod topic;
+mod wake;
+
+pub use message::{erase, Message, TopicDelivery};
+pub(crate) use registration::all_listeners;
+pub use registration::ListenerRegistration;
+pub(crate) use topic::TopicRuntime;
+pub(crate) use wake::run_subscriber;

@@ -1,0 +1,113 @@
+//! One listener's topic at run time: what its boss, back pool and workers share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq_core::protocol::{Delivery, TopicQueue};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use delayq_core::protocol::ms_to_time;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::lease::{Lease, TopicBooks};
+use super::message::TopicDelivery;
+use super::registration::ListenerRegistration;
+use crate::ack::Ack;
+use crate::ack_batcher::AckBatcher;
+use crate::handler::ErasedHandler;
+use crate::health::Health;
+use crate::meter::Meter;
+use crate::options::ListenerOptions;
+use crate::worker::{drive, RunContext, Running};
+
+pub(crate) struct TopicRuntime {
+    pub(crate) name: Arc<str>,
+    pub(crate) registration: &'static ListenerRegistration,
+    pub(crate) options: ListenerOptions,
+    pub(crate) handler: Arc<dyn ErasedHandler<TopicDelivery>>,
+    pub(crate) queue: TopicQueue,
+    acks: AckBatcher<TopicQueue>,
+    /// Free worker slots: the boss claims no more than it can start.
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) wake_boss: Notify,
+    pub(crate) wake_back: Notify,
+    /// Deliveries claimed here and not yet settled, handed back at shutdown.
+    pub(crate) books: Arc<TopicBooks>,
+    /// Cancelled when the runtime stops claiming.
+    pub(crate) stop: CancellationToken,
+    /// Cancelled when the shutdown grace is over: running handlers are aborted.
+    pub(crate) abort: CancellationToken,
+    pub(crate) health: Health,
+    pub(crate) meter: Arc<Meter>,
+}
+
+impl TopicRuntime {
+    pub(crate) fn new(
+        registration: &'static ListenerRegistration,
+        queue: TopicQueue,
+        stop: CancellationToken,
+        abort: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(TopicRuntime {
+            name: registration.topic.into(),
+            registration,
+            options: registration.options,
+            handler: (registration.handler)(),
+            acks: AckBatcher::spawn(queue.clone()),
+            queue,
+            slots: Arc::new(Semaphore::new(registration.options.concurrency as usize)),
+            wake_boss: Notify::new(),
+            wake_back: Notify::new(),
+            books: Arc::default(),
+            stop,
+            abort,
+            health: Health::new(format!("topic {}", registration.topic)),
+            meter: Arc::new(Meter::topic(registration.topic)),
+        })
+    }
+
+    /// A lease on a delivery just claimed, entered in the books.
+    pub(crate) fn lease(&self, delivery: &Delivery) -> Arc<Lease> {
+        Lease::enter(
+            self.books.clone(),
+            self.queue.clone(),
+            self.acks.clone(),
+            self.meter.clone(),
+            self.options,
+            delivery,
+        )
+    }
+
+    /// Sleeps for `d`, or until `notify` fires or the runtime stops claiming.
+    pub(crate) async fn pause(&self, d: Duration, notify: &Notify) {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = notify.notified() => {}
+            _ = self.stop.cancelled() => {}
+        }
+    }
+}
+
+/// Runs a topic's claimed message.
+pub(crate) async fn run(
+    topic: Arc<TopicRuntime>,
+    delivery: Delivery,
+    permit: OwnedSemaphorePermit,
+) {
+    let _permit = permit;
+    let lease = topic.lease(&delivery);
+    let _running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
+    let inbound = TopicDelivery {
+        topic: topic.name.clone(),
+        delivery,
+    };
+    let started = topic.handler.call(&inbound, Ack::new(lease.clone()));
+    let ctx = RunContext {
+        health: &topic.health,
+        abort: &topic.abort,
+        lease_len: topic.options.ack_timeout(),
+    };
+    let after_run = |result| topic.handler.after_run(result);
+    drive(&ctx, lease, started, after_run).await;
+}

@@ -1,0 +1,50 @@
+//! Refreshes the `delayq_pending` and `delayq_dead` gauges from Redis, when asked to
+//! (`RuntimeBuilder::gauges_every`): what Redis holds is not something a runtime sees pass by,
+//! so it is read, a few cheap reads per topic and stream each period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq_core::Producer;
+use tokio_util::sync::CancellationToken;
+
+use crate::delay::TopicRuntime;
+use crate::stream::StreamRuntime;
+
+/// The refresh period `RuntimeBuilder::prometheus` sets when none was given.
+#[cfg(feature = "prometheus")]
+pub(crate) const PROMETHEUS_GAUGES_EVERY: Duration = Duration::from_secs(10);
+
+pub(crate) async fn run(
+    producer: Producer,
+    (topics, streams): (Vec<Arc<TopicRuntime>>, Vec<Arc<StreamRuntime>>),
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        for t in &topics {
+            match producer.counts(&t.name).await {
+                Ok(c) => t.meter.holding(c.delayed as u64, c.dead as u64),
+                Err(error) => tracing::debug!(topic = %t.name, %error, "gauges not refreshed"),
+            }
+        }
+        for s in &streams {
+            match producer.stream_stats(&s.stream).await {
+                Ok(stats) => {
+                    let lag = stats
+                        .groups
+                        .iter()
+                        .find(|g| *g.group == *s.group_name)
+                        .and_then(|g| g.lag)
+                        .unwrap_or(0);
+                    s.meter.holding(lag, stats.dead);
+                }
+                Err(error) => tracing::debug!(stream = %s.stream, %error, "gauges not refreshed"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
