@@ -208,8 +208,19 @@ fn paths_in(
         let use_item = boundary
             && rest.starts_with(b"use")
             && rest.get(3).is_some_and(|c| c.is_ascii_whitespace());
+        // An inline path from the crate root or this module, or from a child module by its bare
+        // name (`commands::run(..)` in main.rs).
+        let child = boundary && !use_item && {
+            let len = rest.iter().take_while(|c| is_ident(**c)).count();
+            len > 0 && rest[len..].starts_with(b"::") && {
+                let mut m = here.clone();
+                m.push(String::from_utf8_lossy(&rest[..len]).to_string());
+                modules.contains(&m)
+            }
+        };
         let inline = boundary
-            && (rest.starts_with(b"crate::")
+            && (child
+                || rest.starts_with(b"crate::")
                 || rest.starts_with(b"self::")
                 || rest.starts_with(b"super::"));
         if !use_item && !inline {
@@ -224,7 +235,7 @@ fn paths_in(
         let from = if use_item { i + 3 } else { i };
         i = parse_tree(b, from, Vec::new(), &mut found);
         for raw in found {
-            let Some(p) = absolute(&raw, here, modules, use_item) else {
+            let Some(p) = absolute(&raw, here, modules, use_item || child) else {
                 continue;
             };
             if reexport {
@@ -469,7 +480,11 @@ fn the_checker_sees_a_circle_through_a_reexport_and_a_system_crossing() {
     };
     write(
         "lib.rs",
-        "mod error; mod delay; mod stream; pub use error::Error;",
+        "mod cli; mod error; mod delay; mod stream; pub use error::Error; pub struct Args; fn main() { cli::run() }",
+    );
+    write(
+        "cli.rs",
+        "pub fn run() {} fn args() -> crate::Args { todo!() }",
     );
     write(
         "error.rs",
@@ -498,6 +513,10 @@ fn the_checker_sees_a_circle_through_a_reexport_and_a_system_crossing() {
     );
     assert!(
         text.contains("a shared part imports a system: error uses delay::id"),
+        "{text}"
+    );
+    assert!(
+        text.contains("import circle between files: crate <-> cli"),
         "{text}"
     );
     assert!(!text.contains("stream::x"), "{text}");

@@ -2,14 +2,16 @@
 
 use std::time::SystemTime;
 
-use delayq_core::{
-    Cancelled, MessageId, Producer, RoomConfig, RoomCounts, SendOptions, SendOutcome, StreamStats,
-    TopicStats, WaitingRoom,
-};
+use delayq_core::{Cancelled, MessageId, Producer, SendOptions, SendOutcome};
 use serde_json::{json, Value};
 
+use crate::args::{Cli, Command, DeadCommand, DeadTarget, SendArgs};
+use crate::dashboard;
+use crate::failure::Failure;
+use crate::namespace::{
+    all_rooms, all_stats, all_streams, change_dead, connect, DeadAction, Entry,
+};
 use crate::report::{self, table};
-use crate::{Cli, Command, DeadCommand, DeadTarget, Failure, SendArgs};
 
 type Outcome = Result<(), Failure>;
 
@@ -21,14 +23,6 @@ fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
     } else {
         println!("{}", report::printable_lines(&human()));
     }
-}
-
-pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
-    let producer = Producer::connect(url).await?.with_namespace(namespace)?;
-    // Only refuse another layout here: looking must not mark a namespace (a typo in
-    // --namespace would create one); a send marks it as any producer's does.
-    producer.check_layout_read_only().await?;
-    Ok(producer)
 }
 
 /// Fails (exit 1) unless `topic` is registered in the namespace: a typo should not look
@@ -54,64 +48,12 @@ fn message_id(id: &str) -> Result<MessageId, Failure> {
     Ok(MessageId::new(id)?)
 }
 
-/// One entry of a registry (topics, streams, rooms) and what could be read of it. An entry
-/// that cannot be read (a name that is not valid, a key of another type under it) is shown
-/// as an error row; it never hides the others.
-pub(crate) struct Entry<T> {
-    pub(crate) name: String,
-    pub(crate) read: Result<T, String>,
-}
-
-impl<T> Entry<T> {
-    /// `value(read)` for a readable entry; `{key: name, "error": why}` for the others.
-    pub(crate) fn json(&self, key: &str, value: impl Fn(&T) -> Value) -> Value {
-        match &self.read {
-            Ok(read) => value(read),
-            Err(why) => json!({ key: self.name, "error": why }),
-        }
-    }
-}
-
 /// Warns on stderr how many entries could not be read (their rows say why).
 fn warn_unreadable<T>(entries: &[Entry<T>], what: &str) {
     let bad = entries.iter().filter(|e| e.read.is_err()).count();
     if bad > 0 {
         eprintln!("warning: {bad} {what} could not be read (see their rows)");
     }
-}
-
-/// The stats of every registered topic.
-pub(crate) async fn all_stats(p: &Producer) -> Result<Vec<Entry<TopicStats>>, Failure> {
-    let mut out = Vec::new();
-    for name in p.topics().await? {
-        let read = p.topic_stats(&name).await.map_err(|e| e.to_string());
-        out.push(Entry { name, read });
-    }
-    Ok(out)
-}
-
-/// The state of every registered stream.
-pub(crate) async fn all_streams(p: &Producer) -> Result<Vec<Entry<StreamStats>>, Failure> {
-    let mut out = Vec::new();
-    for name in p.streams().await? {
-        let read = p.stream_stats(&name).await.map_err(|e| e.to_string());
-        out.push(Entry { name, read });
-    }
-    Ok(out)
-}
-
-/// The counts of every registered waiting room.
-pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<Entry<RoomCounts>>, Failure> {
-    let mut out = Vec::new();
-    for name in p.rooms().await? {
-        // Counting reads no configuration; the default one only satisfies the constructor.
-        let read = match WaitingRoom::new(p, &name, RoomConfig::default()) {
-            Ok(room) => room.counts().await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        out.push(Entry { name, read });
-    }
-    Ok(out)
 }
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
@@ -276,8 +218,8 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             allow_hosts,
             token,
         } => {
-            let access = crate::dashboard::Access::new(allow_writes, allow_hosts, token)?;
-            crate::dashboard::serve(p, listen, access).await?
+            let access = dashboard::Access::new(allow_writes, allow_hosts, token)?;
+            dashboard::serve(p, listen, access).await?
         }
     }
     Ok(())
@@ -340,45 +282,6 @@ async fn dead_command(p: &Producer, json: bool, command: DeadCommand) -> Outcome
         DeadCommand::Purge(target) => dead_change(p, json, DeadAction::Purge, target).await?,
     }
     Ok(())
-}
-
-/// What `dead replay` and `dead purge` (and the dashboard's buttons) do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DeadAction {
-    /// Back to due-now with fresh attempts.
-    Replay,
-    /// Deleted for good.
-    Purge,
-}
-
-impl DeadAction {
-    /// The word for it in output: `replayed`, `purged`.
-    pub(crate) fn done(self) -> &'static str {
-        match self {
-            DeadAction::Replay => "replayed",
-            DeadAction::Purge => "purged",
-        }
-    }
-}
-
-/// Replays or purges one dead letter (`Some(id)`: fails when it is not dead) or all of a
-/// topic's; how many.
-pub(crate) async fn change_dead(
-    p: &Producer,
-    topic: &str,
-    id: Option<&MessageId>,
-    action: DeadAction,
-) -> Result<usize, Failure> {
-    let changed = match (action, id) {
-        (DeadAction::Replay, Some(id)) => usize::from(p.replay_dead(topic, id).await?),
-        (DeadAction::Purge, Some(id)) => usize::from(p.purge_dead_letter(topic, id).await?),
-        (DeadAction::Replay, None) => p.replay_all_dead(topic).await?,
-        (DeadAction::Purge, None) => p.purge_dead(topic).await?,
-    };
-    match id {
-        Some(id) if changed == 0 => Err(Failure::NotFound(format!("{id} is not dead on {topic}"))),
-        _ => Ok(changed),
-    }
 }
 
 async fn dead_change(p: &Producer, json: bool, action: DeadAction, target: DeadTarget) -> Outcome {

@@ -21,9 +21,9 @@ use delayq_core::{MessageId, Producer};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::commands::{all_rooms, all_stats, all_streams, change_dead, DeadAction};
+use crate::failure::Failure;
+use crate::namespace::{all_rooms, all_stats, all_streams, change_dead, DeadAction};
 use crate::report;
-use crate::Failure;
 
 const PAGE: &str = include_str!("dashboard.html");
 /// The header a write must carry.

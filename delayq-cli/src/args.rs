@@ -1,0 +1,133 @@
+//! The command line: every command and option (clap), with the help each prints.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+
+/// Operate delayq: topics, messages, dead letters, streams and waiting rooms on Redis.
+#[derive(Debug, Parser)]
+#[command(name = "delayq", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    /// Redis: one URL, a comma-separated list of cluster seed nodes, or a
+    /// redis+sentinel:// URL.
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub(crate) redis_url: String,
+
+    /// The key namespace the services use.
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_NAMESPACE",
+        default_value = "delayq"
+    )]
+    pub(crate) namespace: String,
+
+    /// Print JSON instead of a table (errors too, as {"error": ...}).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Every topic with its delayed, in-flight and dead counts.
+    Topics,
+    /// Per topic: counts, next due, oldest claim, and outcomes over the last minute.
+    Stats {
+        /// One topic (default: all).
+        topic: Option<String>,
+    },
+    /// The next messages due on a topic, without claiming them.
+    Peek {
+        topic: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Sends a message: `delayq send order.timeout '{"order_id":7}' --delay 30s`.
+    Send(SendArgs),
+    /// Cancels a pending message (exit 1 unless it was removed).
+    Cancel { topic: String, id: String },
+    /// Dead letters: list, show, replay or purge.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Every stream with its length, dead letters and consumer groups.
+    Streams,
+    /// Every waiting room with how many wait and how many are inside.
+    Rooms,
+    /// A live web page with all of the above (read-only unless --allow-writes).
+    Dashboard {
+        /// Where to serve it. Anything but loopback exposes your queues to that network.
+        #[arg(long, default_value = "127.0.0.1:7878")]
+        listen: SocketAddr,
+        /// Show and allow the replay and purge buttons of dead letters.
+        #[arg(long)]
+        allow_writes: bool,
+        /// Another name it may be reached by (a reverse proxy's host name), besides the listen
+        /// address and `localhost`; requests naming any other host are refused, so that a web
+        /// page whose name was re-pointed at this machine (DNS rebinding) cannot read it.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// A secret every API call must carry (`Authorization: Bearer …`); the page asks for it
+        /// once. Anyone who can reach the port without it sees nothing.
+        #[arg(long, env = "DELAYQ_DASHBOARD_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    pub(crate) topic: String,
+    /// The payload, as JSON.
+    #[arg(value_name = "JSON")]
+    pub(crate) payload: String,
+    /// When it is due, from now: 500ms, 5s, 10m, 2h, 1d.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    pub(crate) delay: Duration,
+    /// Your own id: sending it again while it is pending does nothing (see --replace).
+    #[arg(long)]
+    pub(crate) id: Option<String>,
+    /// Replace the pending message with this --id instead of keeping it.
+    #[arg(long, requires = "id")]
+    pub(crate) replace: bool,
+    /// Handler runs allowed in all (default: the listener's).
+    #[arg(long)]
+    pub(crate) max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeadCommand {
+    /// Dead letters of a topic, oldest first.
+    List {
+        topic: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One dead letter with its full payload and error.
+    Show { topic: String, id: String },
+    /// Moves dead letters back to due-now with fresh attempts: one by id, or --all.
+    Replay(DeadTarget),
+    /// Deletes dead letters for good: one by id, or --all.
+    Purge(DeadTarget),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["id", "all"])))]
+pub(crate) struct DeadTarget {
+    /// The topic.
+    pub(crate) topic: String,
+    /// The dead letter's id.
+    pub(crate) id: Option<String>,
+    /// Every dead letter of the topic.
+    #[arg(long)]
+    pub(crate) all: bool,
+}

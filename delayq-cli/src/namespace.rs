@@ -1,0 +1,109 @@
+//! What the command line and the dashboard both do with a namespace: connect to it, read every
+//! registered topic, stream and room (an unreadable one is an error row, never a failed
+//! view), and act on dead letters.
+
+use delayq_core::{
+    MessageId, Producer, RoomConfig, RoomCounts, StreamStats, TopicStats, WaitingRoom,
+};
+use serde_json::{json, Value};
+
+use crate::failure::Failure;
+
+pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
+    let producer = Producer::connect(url).await?.with_namespace(namespace)?;
+    // Only refuse another layout here: looking must not mark a namespace (a typo in
+    // --namespace would create one); a send marks it as any producer's does.
+    producer.check_layout_read_only().await?;
+    Ok(producer)
+}
+
+/// One entry of a registry (topics, streams, rooms) and what could be read of it. An entry
+/// that cannot be read (a name that is not valid, a key of another type under it) is shown
+/// as an error row; it never hides the others.
+pub(crate) struct Entry<T> {
+    pub(crate) name: String,
+    pub(crate) read: Result<T, String>,
+}
+
+impl<T> Entry<T> {
+    /// `value(read)` for a readable entry; `{key: name, "error": why}` for the others.
+    pub(crate) fn json(&self, key: &str, value: impl Fn(&T) -> Value) -> Value {
+        match &self.read {
+            Ok(read) => value(read),
+            Err(why) => json!({ key: self.name, "error": why }),
+        }
+    }
+}
+
+/// The stats of every registered topic.
+pub(crate) async fn all_stats(p: &Producer) -> Result<Vec<Entry<TopicStats>>, Failure> {
+    let mut out = Vec::new();
+    for name in p.topics().await? {
+        let read = p.topic_stats(&name).await.map_err(|e| e.to_string());
+        out.push(Entry { name, read });
+    }
+    Ok(out)
+}
+
+/// The state of every registered stream.
+pub(crate) async fn all_streams(p: &Producer) -> Result<Vec<Entry<StreamStats>>, Failure> {
+    let mut out = Vec::new();
+    for name in p.streams().await? {
+        let read = p.stream_stats(&name).await.map_err(|e| e.to_string());
+        out.push(Entry { name, read });
+    }
+    Ok(out)
+}
+
+/// The counts of every registered waiting room.
+pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<Entry<RoomCounts>>, Failure> {
+    let mut out = Vec::new();
+    for name in p.rooms().await? {
+        // Counting reads no configuration; the default one only satisfies the constructor.
+        let read = match WaitingRoom::new(p, &name, RoomConfig::default()) {
+            Ok(room) => room.counts().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        out.push(Entry { name, read });
+    }
+    Ok(out)
+}
+
+/// What `dead replay` and `dead purge` (and the dashboard's buttons) do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeadAction {
+    /// Back to due-now with fresh attempts.
+    Replay,
+    /// Deleted for good.
+    Purge,
+}
+
+impl DeadAction {
+    /// The word for it in output: `replayed`, `purged`.
+    pub(crate) fn done(self) -> &'static str {
+        match self {
+            DeadAction::Replay => "replayed",
+            DeadAction::Purge => "purged",
+        }
+    }
+}
+
+/// Replays or purges one dead letter (`Some(id)`: fails when it is not dead) or all of a
+/// topic's; how many.
+pub(crate) async fn change_dead(
+    p: &Producer,
+    topic: &str,
+    id: Option<&MessageId>,
+    action: DeadAction,
+) -> Result<usize, Failure> {
+    let changed = match (action, id) {
+        (DeadAction::Replay, Some(id)) => usize::from(p.replay_dead(topic, id).await?),
+        (DeadAction::Purge, Some(id)) => usize::from(p.purge_dead_letter(topic, id).await?),
+        (DeadAction::Replay, None) => p.replay_all_dead(topic).await?,
+        (DeadAction::Purge, None) => p.purge_dead(topic).await?,
+    };
+    match id {
+        Some(id) if changed == 0 => Err(Failure::NotFound(format!("{id} is not dead on {topic}"))),
+        _ => Ok(changed),
+    }
+}
