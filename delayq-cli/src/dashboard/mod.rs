@@ -8,11 +8,11 @@
 //! a write whose `Origin` (or `Sec-Fetch-Site`) says it comes from another site is refused;
 //! with `--token`, every API call needs `Authorization: Bearer <token>`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,9 +21,12 @@ use delayq_core::{MessageId, Producer};
 use serde::Deserialize;
 use serde_json::json;
 
+mod access;
+
 use crate::failure::Failure;
 use crate::namespace::{all_rooms, all_stats, all_streams, change_dead, DeadAction};
 use crate::report;
+pub(crate) use access::Access;
 
 const PAGE: &str = include_str!("dashboard.html");
 /// The header a write must carry.
@@ -36,141 +39,12 @@ struct Board {
     bound: SocketAddr,
 }
 
-/// Who may do what: writes on or off, the extra host names, the API token.
-pub(crate) struct Access {
-    writes: bool,
-    /// Lower-cased, as given (`name` or `name:port`).
-    allow_hosts: Vec<String>,
-    token: Option<String>,
-}
-
-impl Access {
-    pub(crate) fn new(
-        writes: bool,
-        allow_hosts: Vec<String>,
-        token: Option<String>,
-    ) -> Result<Self, Failure> {
-        if let Some(bad) = allow_hosts
-            .iter()
-            .find(|h| h.is_empty() || h.contains(['/', ' ', '@']))
-        {
-            return Err(Failure::Usage(format!(
-                "--allow-host {bad:?} is not a host name (give NAME or NAME:PORT)"
-            )));
-        }
-        if token.as_deref().is_some_and(|t| t.len() < 16) {
-            return Err(Failure::Usage(
-                "the dashboard token is too short: use at least 16 characters (for example `openssl rand -hex 16`)".into(),
-            ));
-        }
-        Ok(Access {
-            writes,
-            allow_hosts: allow_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
-            token,
-        })
-    }
-}
-
-impl Board {
-    /// Whether `host` (a `Host` header) names this dashboard: an `--allow-host` name, or,
-    /// on the port it listens on (or none), the IP it listens on (any IP when it listens on
-    /// all of them) or `localhost` when that reaches it. A rebinding attack's page always
-    /// names its own domain, so it never passes.
-    fn names_me(&self, host: &str) -> bool {
-        let host = host.to_ascii_lowercase();
-        if self.access.allow_hosts.contains(&host) {
-            return true;
-        }
-        let (name, port) = split_host(&host);
-        if port.is_some_and(|p| p != self.bound.port()) {
-            return false;
-        }
-        if self.access.allow_hosts.iter().any(|a| a == name) {
-            return true;
-        }
-        let ip = self.bound.ip();
-        match name
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-        {
-            Ok(named) => ip.is_unspecified() || named == ip,
-            Err(_) => name == "localhost" && (ip.is_loopback() || ip.is_unspecified()),
-        }
-    }
-}
-
-/// `host[:port]` or `[v6][:port]` into the name and the port, if any.
-fn split_host(host: &str) -> (&str, Option<u16>) {
-    let colon = if host.starts_with('[') {
-        host.find(']')
-            .and_then(|end| host[end..].find(':').map(|c| end + c))
-    } else {
-        host.rfind(':')
-    };
-    match colon {
-        Some(c) => match host[c + 1..].parse() {
-            Ok(port) => (&host[..c], Some(port)),
-            Err(_) => (host, None),
-        },
-        None => (host, None),
-    }
-}
-
-/// Compares without stopping at the first difference, so timing does not tell how much of a
-/// guess was right.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
-
-/// Refuses what must not reach the routes: a foreign `Host`, an API call without the token,
-/// a write from another site.
+/// Refuses what must not reach the routes (see [`Access::refusal`]).
 async fn guard(State(board): Shared, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let Some(host) = host.filter(|h| board.names_me(h)) else {
-        return error(
-            StatusCode::MISDIRECTED_REQUEST,
-            format!(
-                "this dashboard answers to {} and localhost only; start it with --allow-host NAME to reach it by another name",
-                board.bound
-            ),
-        );
-    };
-    if !request.uri().path().starts_with("/api/") {
-        return next.run(request).await;
+    match board.access.refusal(board.bound, &request) {
+        Some((status, text)) => error(status, text),
+        None => next.run(request).await,
     }
-    if let Some(token) = &board.access.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
-            return error(
-                StatusCode::UNAUTHORIZED,
-                "this dashboard needs its token: Authorization: Bearer <token> (--token / DELAYQ_DASHBOARD_TOKEN)",
-            );
-        }
-    }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        let own = format!("http://{host}");
-        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-        let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
-        let foreign_origin = origin.is_some_and(|o| !o.eq_ignore_ascii_case(&own));
-        let foreign_site = site.is_some_and(|s| s != "same-origin" && s != "none");
-        if foreign_origin || foreign_site {
-            return error(
-                StatusCode::FORBIDDEN,
-                format!("a write must come from this dashboard's own page ({own})"),
-            );
-        }
-    }
-    next.run(request).await
 }
 
 type Shared = State<Arc<Board>>;
@@ -194,7 +68,7 @@ pub(crate) async fn serve(
     listen: SocketAddr,
     access: Access,
 ) -> Result<(), Failure> {
-    let writes = access.writes;
+    let writes = access.writes();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Failure::Failed(format!("cannot listen on {listen}: {e}")))?;
@@ -247,7 +121,7 @@ async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failu
     );
     Ok(Json(json!({
         "namespace": p.namespace(),
-        "writes": board.access.writes,
+        "writes": board.access.writes(),
         "topics": topics.iter().map(|e| e.json("topic", report::stats_json)).collect::<Vec<_>>(),
         "streams": streams.iter().map(|e| e.json("stream", report::stream_json)).collect::<Vec<_>>(),
         "rooms": rooms.iter().map(|e| e.json("room", |c| report::room_json(&e.name, c))).collect::<Vec<_>>(),
@@ -274,7 +148,7 @@ async fn dead_list(
 
 /// Refuses a write unless the dashboard allows writes and the request confirms it.
 fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
-    if !board.access.writes {
+    if !board.access.writes() {
         return Err((
             StatusCode::FORBIDDEN,
             "this dashboard is read-only; start it with --allow-writes",

@@ -1,0 +1,13 @@
+//! What the commands and the dashboard show, in the two forms they show it: JSON values
+//! (`--json` and the dashboard's API share them) and table rows (`views.rs`), over the forms
+//! they share (`text.rs`).
+
+mod text;
+mod views;
+
+pub(crate) use text::{error_row, printable_lines, table};
+pub(crate) use views::{
+    dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row, stats_json,
+    stats_row, stream_json, stream_rows, DEAD_HEADER, PEEK_HEADER, ROOMS_HEADER, STATS_HEADER,
+    STREAMS_HEADER,
+};
