@@ -6,7 +6,8 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::ItemFn;
 
-use crate::validate::{Backoff, Handling, LeaderTask, Listener, StreamListener};
+use crate::validate::{Handling, LeaderTask, Listener, StreamListener};
+use crate::values::Backoff;
 
 fn backoff(backoff: &Backoff) -> TokenStream {
     match *backoff {

@@ -9,6 +9,7 @@
 mod attr;
 mod expand;
 mod validate;
+mod values;
 
 use proc_macro::TokenStream;
 

@@ -6,6 +6,7 @@
 //! - `backend.rs`: the connections behind a `RedisConn` for each deployment.
 //! - `conn.rs`: `RedisConn` itself: running calls, replacing a dead connection, siblings.
 //! - `nodes.rs`: on a cluster, the primary of a key and a connection to one node.
+//! - `pubsub.rs`: connections for wake-ups (plain, or sharded on a cluster).
 //! - `replicated.rs`: sends that wait for replicas (`WAIT`) on connections of their own.
 
 mod backend;
@@ -13,6 +14,7 @@ mod conn;
 mod connect;
 mod deployment;
 mod nodes;
+mod pubsub;
 mod replicated;
 
 pub use backend::AnyConn;

@@ -11,12 +11,14 @@ use crate::script::scripts;
 const PRELUDE: &str = include_str!("../scripts/delay/prelude.lua");
 /// The far buckets' part of the delay queue's prelude.
 const FAR: &str = include_str!("../scripts/delay/far.lua");
+/// Storing, removing and promoting far messages.
+const FAR_PLACE: &str = include_str!("../scripts/delay/far_place.lua");
 
 scripts!(
     Scripts,
     SCRIPTS,
     "delay/",
-    format!("{PRELUDE}\n{FAR}"),
+    format!("{PRELUDE}\n{FAR}\n{FAR_PLACE}"),
     [
         send,
         claim_due,
