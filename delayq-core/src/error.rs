@@ -152,6 +152,14 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
+    /// A schedule that cannot be used: a cron pattern, time zone, interval or name.
+    #[error("invalid schedule {field}: {reason}")]
+    InvalidSchedule {
+        /// What is at fault: `cron <field>` (`cron hour`, …), `cron`, `tz`, `every` or `name`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A runtime setting that cannot be used.
     #[error("invalid configuration: {0}")]
     Config(String),

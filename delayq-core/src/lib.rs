@@ -11,6 +11,7 @@
 //! | `delay/` | the delay queue: send, claim, ack, retry, dead letters, far buckets, stats |
 //! | `stream/` | Redis Streams consumer groups: read, take over, dead letters, publish |
 //! | `room/` | the waiting room: an admission queue for traffic peaks |
+//! | `schedule/` | recurring ticks (cron, every), each a delay-queue message |
 //! | `lease/` | the leader lease (shared: leader tasks, room ticks) |
 //! | `connection/` | the Redis connection layer: single server, Cluster, Sentinel, replicas |
 //! | `producer.rs` | the [`Producer`] handle; each system adds its calls in its folder |
@@ -30,6 +31,7 @@ mod lease;
 mod names;
 mod producer;
 mod room;
+mod schedule;
 mod script;
 mod stream;
 mod time;
@@ -48,6 +50,7 @@ pub use lease::{LeaderLease, Leadership};
 pub use names::validate_topic;
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
+pub use schedule::{CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, MIN_EVERY};
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;
 
@@ -64,6 +67,9 @@ pub mod protocol {
     pub use crate::env::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
     pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
+    pub use crate::schedule::{
+        Produced, ScheduleState, CHANGED as SCHEDULES_CHANGED, MISSED_AFTER_MS,
+    };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,
         REPLAY_FOR_FIELD,

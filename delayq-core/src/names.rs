@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 
 /// Topic names: `delayq-macros` checks the same rule at compile time for
-/// `#[delay_listener(topic = ...)]` (its validate.rs); keep the two in step.
+/// `#[delay_listener(topic = ...)]` (its values.rs); keep the two in step.
 const MAX_TOPIC_LEN: usize = 128;
 const MAX_NAMESPACE_LEN: usize = 64;
 

@@ -22,7 +22,7 @@ pub(crate) const DEFAULT_BACKOFF: Backoff = Backoff::Exponential {
     base_ms: 1_000,
     max_ms: 600_000,
 };
-/// Topic names: the same rule as `delayq_core`'s `validate_topic` (keys.rs), which checks
+/// Topic names: the same rule as `delayq_core`'s `validate_topic` (names.rs), which checks
 /// names given at run time; a proc-macro crate cannot call it, so each cites the other.
 const MAX_TOPIC_LEN: usize = 128;
 

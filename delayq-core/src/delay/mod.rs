@@ -9,6 +9,7 @@
 //! - `send_options.rs` and `send.rs`: the producer's sends, cancel, reschedule, counts.
 //! - `queue.rs`: the consumer side (claim, ack, nack, extend, release, requeue) the runtime drives.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek).
+//! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
 
 mod buckets;
 mod call;
@@ -20,11 +21,14 @@ mod queue;
 mod scripts;
 mod send;
 mod send_options;
+mod ticks;
 
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use inspect::{Outcomes, PendingMessage, TopicStats};
 pub use keys::TopicKeys;
 pub use queue::{ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH};
+pub(crate) use scripts::Ticks;
 pub use scripts::{WAKE_BACK, WAKE_BOSS};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
+pub use ticks::{send_ticks, state_of, MessageState, TickCall};

@@ -32,6 +32,8 @@ scripts!(
         list,
         replay_dead,
         purge_dead,
+        tick,
+        state,
     ]
 );
 
@@ -308,3 +310,37 @@ pub const WAKE_BOSS: &[u8] = b"d";
 /// The payload of a wake-up that tells the back pool a claim landed in an empty `inflight`
 /// (`WAKE_BACK` in `prelude.lua`).
 pub const WAKE_BACK: &[u8] = b"i";
+
+/// The ticks of one schedule call (`tick.lua`): fenced by `record`'s `next`.
+pub(crate) struct Ticks<'a> {
+    /// The schedule's record (in the topic's slot): the last key.
+    pub record: &'a str,
+    /// Its `next` as read, and the `next` after these ticks.
+    pub expected_next: &'a str,
+    pub new_next: u64,
+    /// Ticks skipped since the last one produced.
+    pub missed: u64,
+    /// Each tick's attempts (0: the listener's default).
+    pub max_attempts: u32,
+    /// `(id, unix ms)` of each tick.
+    pub ticks: &'a [(MessageId, u64)],
+}
+
+pub(crate) fn tick(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.tick, k, far);
+    inv.key(t.record)
+        .arg(t.expected_next)
+        .arg(t.new_next)
+        .arg(t.missed)
+        .arg(t.max_attempts);
+    for (id, at) in t.ticks {
+        inv.arg(id.as_str()).arg(*at);
+    }
+    inv
+}
+
+pub(crate) fn state(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.state, k, far);
+    inv.arg(id.as_str());
+    inv
+}

@@ -1,4 +1,4 @@
-//! One delivery's hold on a stream entry: the stream counterpart of `lease.rs`. The entry
+//! One delivery's hold on a stream entry: the stream counterpart of `delay/lease.rs`. The entry
 //! stays in the group's pending list under this consumer; renewing resets its idle time, so
 //! that nobody takes it over while its handler runs.
 

@@ -18,7 +18,7 @@
 -- before it kept; a declared one makes Redis answer TRYAGAIN (or ASK) before the script
 -- starts. So a script first works out, reading declared keys only, which buckets it needs
 -- (`need`), and when one is missing returns `DELAYQ_NEED <width> <b> ...` before it writes
--- anything; the client calls again declaring them (scripts.rs, `declaring`). For the same
+-- anything; the client calls again declaring them (delay/buckets.rs, `declaring`). For the same
 -- reason a script never writes a key after it may have emptied it (Redis deletes an empty
 -- hash or sorted set, and a key that is missing mid-script is "not local" while its slot
 -- migrates): scripts place a message in its new home first and clear the old one after.

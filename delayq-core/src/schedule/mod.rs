@@ -1,0 +1,29 @@
+//! Schedules: recurring work as the delay queue's own citizens. Each tick is one delay-queue
+//! message (so it gets retries, dead letters, both ack modes, metrics and the CLI), written
+//! once however many processes run the schedule: the ticks are fenced on the schedule's
+//! record, which lives in its topic's slot. The next tick's time lives in Redis, so a tick
+//! missed while no process ran is caught up by the schedule's policy.
+//!
+//! Schedules build on the delay queue (`crate::delay`): the one system another imports.
+//!
+//! - `calendar.rs`: when ticks fall (croner patterns in jiff time zones, or an interval).
+//! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
+//! - `store.rs`: records and the index; `upsert_schedule`, `remove_schedule`, `schedules`.
+//! - `produce.rs`: writing the ticks that are due (the runtime calls it).
+//! - `scripts/schedule/upsert.lua`; the ticks themselves: `scripts/delay/tick.lua`.
+
+mod calendar;
+mod produce;
+mod spec;
+mod store;
+
+use std::sync::LazyLock;
+
+pub use calendar::MIN_EVERY;
+pub use produce::{Produced, ScheduleState, MISSED_AFTER_MS};
+pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
+pub use store::{ScheduleInfo, TickOutcome};
+
+/// Notified when this process upserts or removes a schedule, so that its runtime's producer
+/// looks again at once (other processes' changes are found by polling the index's version).
+pub static CHANGED: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);

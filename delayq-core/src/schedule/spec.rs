@@ -1,0 +1,232 @@
+//! [`Schedule`]: when a recurring job runs (a cron pattern in a time zone, or a fixed
+//! interval) and what happens to ticks missed while no process ran ([`CatchUp`]).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::calendar::{parse_cron, zone, Calendar, MIN_EVERY};
+use crate::error::{Error, Result};
+use crate::time::millis;
+
+/// The most ticks `CatchUp::All` runs after an outage; older missed ticks are skipped (and
+/// counted in the first tick's `missed`).
+pub const CATCH_UP_ALL_MAX: usize = 100;
+
+/// What runs of the ticks missed while no process produced them (the process was stopped,
+/// Redis was unreachable). A tick counts as missed once it is more than a second late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CatchUp {
+    /// The latest missed tick runs once (its `missed()` says how many were skipped).
+    #[default]
+    Last,
+    /// None runs; the next tick on time says how many were skipped.
+    None,
+    /// Each runs, oldest first, at most [`CATCH_UP_ALL_MAX`] of them.
+    All,
+}
+
+impl CatchUp {
+    /// `last`, `none` or `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Last => "last",
+            CatchUp::None => "none",
+            CatchUp::All => "all",
+        }
+    }
+}
+
+impl FromStr for CatchUp {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "last" => Ok(CatchUp::Last),
+            "none" => Ok(CatchUp::None),
+            "all" => Ok(CatchUp::All),
+            other => Err(Error::InvalidSchedule {
+                field: "catch_up".into(),
+                reason: format!("{other:?}: use \"last\", \"none\" or \"all\""),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for CatchUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a schedule's ticks fall. Build with [`Schedule::cron`] or [`Schedule::every`], then
+/// `.tz(..)` and `.catch_up(..)`.
+///
+/// ```
+/// use delayq_core::{CatchUp, Schedule};
+/// let s = Schedule::cron("0 9 * * MON-FRI")?.tz("Europe/Berlin")?.catch_up(CatchUp::None);
+/// assert_eq!(s.spec(), "0 9 * * MON-FRI");
+/// # Ok::<(), delayq_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub(crate) kind: Kind,
+    pub(crate) tz: String,
+    pub(crate) catch_up: CatchUp,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    Cron(String),
+    Every(u64),
+}
+
+impl Schedule {
+    /// A cron pattern: 5 fields (minute hour day-of-month month day-of-week), or 6 with
+    /// seconds first; names (`MON`–`SUN`, `JAN`–`DEC`) and `@hourly`, `@daily`, `@weekly`,
+    /// `@monthly`, `@yearly`. In UTC unless `.tz(..)` says otherwise. Fails naming the field
+    /// at fault (`Error::InvalidSchedule`).
+    pub fn cron(pattern: &str) -> Result<Self> {
+        parse_cron(pattern)?;
+        Ok(Schedule {
+            kind: Kind::Cron(pattern.trim().to_string()),
+            tz: "UTC".into(),
+            catch_up: CatchUp::default(),
+        })
+    }
+
+    /// Every `interval` (at least 10 ms), the first tick one interval after the schedule is
+    /// created; the ticks stay on that grid across restarts.
+    pub fn every(interval: Duration) -> Result<Self> {
+        if interval < MIN_EVERY {
+            return Err(Error::InvalidSchedule {
+                field: "every".into(),
+                reason: format!("{interval:?} is shorter than the shortest interval, 10ms"),
+            });
+        }
+        Ok(Schedule {
+            kind: Kind::Every(millis(interval)),
+            tz: "UTC".into(),
+            catch_up: CatchUp::default(),
+        })
+    }
+
+    /// The IANA time zone a cron pattern is read in (`Europe/Berlin`; default `UTC`).
+    pub fn tz(mut self, name: &str) -> Result<Self> {
+        zone(name)?;
+        self.tz = name.to_string();
+        Ok(self)
+    }
+
+    /// What runs of ticks missed while no process ran (default [`CatchUp::Last`]).
+    pub fn catch_up(mut self, catch_up: CatchUp) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// The pattern as given, or `every <interval>`.
+    pub fn spec(&self) -> String {
+        match &self.kind {
+            Kind::Cron(p) => p.clone(),
+            Kind::Every(ms) => format!("every {}", humane(*ms)),
+        }
+    }
+
+    /// The time zone's name.
+    pub fn zone(&self) -> &str {
+        &self.tz
+    }
+
+    /// The catch-up policy.
+    pub fn catch_up_policy(&self) -> CatchUp {
+        self.catch_up
+    }
+
+    pub(crate) fn calendar(&self) -> Result<Calendar> {
+        Ok(match &self.kind {
+            Kind::Cron(p) => Calendar::Cron(parse_cron(p)?, zone(&self.tz)?),
+            Kind::Every(ms) => Calendar::Every(*ms),
+        })
+    }
+
+    /// As stored in a schedule's record: (`cron`|`every`, the pattern or the ms).
+    pub(crate) fn stored(&self) -> (&'static str, String) {
+        match &self.kind {
+            Kind::Cron(p) => ("cron", p.clone()),
+            Kind::Every(ms) => ("every", ms.to_string()),
+        }
+    }
+
+    /// Back from a record's fields.
+    pub(crate) fn from_stored(kind: &str, spec: &str, tz: &str, catch_up: &str) -> Result<Self> {
+        let schedule = match kind {
+            "cron" => Schedule::cron(spec)?,
+            "every" => Schedule::every(Duration::from_millis(spec.parse().map_err(|_| {
+                Error::InvalidSchedule {
+                    field: "every".into(),
+                    reason: format!("stored interval {spec:?} is not a number of ms"),
+                }
+            })?))?,
+            other => {
+                return Err(Error::InvalidSchedule {
+                    field: "kind".into(),
+                    reason: format!("stored kind {other:?} is neither cron nor every"),
+                })
+            }
+        };
+        Ok(schedule.tz(tz)?.catch_up(catch_up.parse()?))
+    }
+}
+
+/// `5m`, `100ms`, `1h30m`: the shortest humane form of `ms`.
+pub(crate) fn humane(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(3_600_000, "h"), (60_000, "m"), (1_000, "s"), (1, "ms")];
+    if ms == 0 {
+        return "0ms".into();
+    }
+    let (mut rest, mut out) = (ms, String::new());
+    for (size, unit) in UNITS {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_read_back_as_written() {
+        assert_eq!(
+            Schedule::every(Duration::from_secs(300)).unwrap().spec(),
+            "every 5m"
+        );
+        assert_eq!(humane(5_400_250), "1h30m250ms");
+        let s = Schedule::cron(" 0 9 * * MON-FRI ").unwrap();
+        let (kind, spec) = s.stored();
+        let back = Schedule::from_stored(kind, &spec, "Europe/Berlin", "all").unwrap();
+        assert_eq!(
+            (back.spec(), back.zone(), back.catch_up),
+            ("0 9 * * MON-FRI".to_string(), "Europe/Berlin", CatchUp::All)
+        );
+    }
+
+    #[test]
+    fn bad_input_is_refused_naming_what() {
+        let err = Schedule::every(Duration::from_millis(5))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("every"), "{err}");
+        let err = Schedule::cron("0 9 * * *")
+            .unwrap()
+            .tz("Mars/Olympus")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tz"), "{err}");
+        let err = "sometimes".parse::<CatchUp>().unwrap_err().to_string();
+        assert!(err.contains("catch_up"), "{err}");
+    }
+}

@@ -1,0 +1,31 @@
+-- upsert.lua: creates or updates a schedule's record, a HASH in its topic's slot (so that
+-- the delay queue's tick.lua can fence each tick on it).
+-- KEYS[1] the record
+-- ARGV[1] kind ('cron' or 'every'), ARGV[2] spec (the pattern, or the interval in ms),
+-- ARGV[3] tz, ARGV[4] catch_up ('last', 'none', 'all'), ARGV[5] owner ('code': a
+-- #[scheduled] fn's own; 'dynamic': upsert_schedule), ARGV[6] topic,
+-- ARGV[7] '1' with the ticks' payload in ARGV[8], '0' without (a #[scheduled] fn's ticks),
+-- ARGV[9] the first tick after now under this spec (unix ms), ARGV[10] its anchor (the
+-- interval's grid).
+-- A record whose kind, spec and tz are unchanged keeps its next tick (upsert is idempotent,
+-- and a restart keeps the grid and what it missed); a changed one starts from ARGV[9].
+-- Returns 'created', 'changed' (the ticks' times changed) or 'kept'.
+local r = KEYS[1]
+local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next')
+local out = 'changed'
+if not old[4] then
+  out = 'created'
+elseif old[1] == ARGV[1] and old[2] == ARGV[2] and old[3] == ARGV[3] then
+  out = 'kept'
+end
+redis.call('HSET', r, 'kind', ARGV[1], 'spec', ARGV[2], 'tz', ARGV[3], 'catch_up', ARGV[4],
+  'owner', ARGV[5], 'topic', ARGV[6])
+if ARGV[7] == '1' then
+  redis.call('HSET', r, 'payload', ARGV[8])
+else
+  redis.call('HDEL', r, 'payload')
+end
+if out ~= 'kept' then
+  redis.call('HSET', r, 'next', ARGV[9], 'anchor', ARGV[10], 'missed', 0)
+end
+return out
