@@ -93,7 +93,7 @@ pub(crate) fn zone(name: &str) -> Result<TimeZone> {
 #[derive(Debug, Clone)]
 pub(crate) enum Calendar {
     /// A cron pattern in a time zone.
-    Cron(Cron, TimeZone),
+    Cron(Box<Cron>, TimeZone),
     /// Every `ms`, counted from an anchor (the schedule's first tick).
     Every(u64),
 }
@@ -154,7 +154,7 @@ mod tests {
     }
 
     fn ticks(pattern: &str, tz: &str, from: &str, n: usize) -> Vec<String> {
-        let cal = Calendar::Cron(parse_cron(pattern).unwrap(), zone(tz).unwrap());
+        let cal = Calendar::Cron(Box::new(parse_cron(pattern).unwrap()), zone(tz).unwrap());
         let mut at = utc(from);
         let mut out = Vec::new();
         for _ in 0..n {

@@ -234,7 +234,7 @@ mod tests {
         let (all, next, skipped) = every(CatchUp::All);
         assert_eq!((all.len(), next, skipped), (11, 12_000, 0));
         let cron = Calendar::Cron(
-            super::super::calendar::parse_cron("* * * * * *").unwrap(),
+            Box::new(super::super::calendar::parse_cron("* * * * * *").unwrap()),
             super::super::calendar::zone("UTC").unwrap(),
         );
         let c = |p| state(cron.clone(), p, 1_000).plan(11_500, 9_500);

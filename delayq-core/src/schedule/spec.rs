@@ -144,7 +144,7 @@ impl Schedule {
 
     pub(crate) fn calendar(&self) -> Result<Calendar> {
         Ok(match &self.kind {
-            Kind::Cron(p) => Calendar::Cron(parse_cron(p)?, zone(&self.tz)?),
+            Kind::Cron(p) => Calendar::Cron(Box::new(parse_cron(p)?), zone(&self.tz)?),
             Kind::Every(ms) => Calendar::Every(*ms),
         })
     }
