@@ -20,7 +20,10 @@ fn backoff(backoff: &Backoff) -> TokenStream {
 
 /// Checks the compiler makes on the offending parameter's or return type's span: that a
 /// second parameter is `Ack` (through any alias or re-export), and the return type.
-fn type_checks(ack_type: Option<&syn::Type>, return_type: Option<&syn::Type>) -> TokenStream {
+pub(crate) fn type_checks(
+    ack_type: Option<&syn::Type>,
+    return_type: Option<&syn::Type>,
+) -> TokenStream {
     let ack_check = ack_type.map(|ty| {
         quote_spanned! {ty.span()=>
             const _: fn(::delayq_runtime::__private::AssertAck<#ty>) = |_| {};
@@ -34,7 +37,7 @@ fn type_checks(ack_type: Option<&syn::Type>, return_type: Option<&syn::Type>) ->
     quote!(#ack_check #return_check)
 }
 
-fn function_path(function: &ItemFn) -> TokenStream {
+pub(crate) fn function_path(function: &ItemFn) -> TokenStream {
     let name = &function.sig.ident;
     quote!(::core::concat!(
         ::core::module_path!(),
@@ -43,7 +46,11 @@ fn function_path(function: &ItemFn) -> TokenStream {
     ))
 }
 
-fn listener_options(handling: &Handling, max_attempts: u32, lease_ms: u64) -> TokenStream {
+pub(crate) fn listener_options(
+    handling: &Handling,
+    max_attempts: u32,
+    lease_ms: u64,
+) -> TokenStream {
     let concurrency = handling.concurrency;
     let backoff = backoff(&handling.backoff);
     quote! {

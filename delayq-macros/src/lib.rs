@@ -1,13 +1,15 @@
-//! `#[delay_listener]`, `#[stream_listener]` and `#[leader_task]`: register an `async fn` with
+//! `#[delay_listener]`, `#[stream_listener]`, `#[leader_task]` and `#[scheduled]`: register an `async fn` with
 //! the delayq runtime. Use them through `delayq_runtime`, which re-exports them; their
 //! documentation is on each attribute.
 //!
 //! The crate follows tracing-attributes' shape: `attr.rs` parses the arguments into a typed
 //! table, `validate.rs` checks them and the function, `expand.rs` generates the registration.
-//! The three attributes share all three steps; each has its option list and its checks.
+//! The attributes share all three steps; each has its option list and its checks
+//! (`values.rs` the option values; `schedule.rs` what only `#[scheduled]` checks and emits).
 
 mod attr;
 mod expand;
+mod schedule;
 mod validate;
 mod values;
 
@@ -194,6 +196,51 @@ pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
     let result = attr::Args::parse(args.into(), validate::LEADER_OPTIONS)
         .and_then(|args| validate::leader_task(args, &function))
         .map(|task| expand::leader_registration(&task, &function));
+    emit(result, &function)
+}
+
+/// Runs an `async fn` at every tick of a schedule: a cron pattern in a time zone, or a fixed
+/// interval. Each tick is one delay-queue message, produced once however many processes run
+/// the fn, and delivered at its time; it retries and dead-letters like any message. The next
+/// tick's time is kept in Redis, so a restart neither loses nor repeats one.
+///
+/// ```
+/// use delayq_runtime::{scheduled, Ack, Tick};
+///
+/// // Every weekday at 09:00 in Berlin, once across all processes.
+/// #[scheduled(name = "daily-report", cron = "0 9 * * MON-FRI", tz = "Europe/Berlin")]
+/// async fn daily_report(tick: Tick) -> Result<(), String> {
+///     println!("report for {:?} ({} missed before it)", tick.scheduled_at(), tick.missed());
+///     Ok(())
+/// }
+///
+/// #[scheduled(name = "sweep", every = "5m", catch_up = "none", max_attempts = 3)]
+/// async fn sweep(tick: Tick, ack: Ack) {
+///     ack.ack().await.unwrap();
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Options
+///
+/// | option | default | meaning |
+/// |---|---|---|
+/// | `name` (required) | — | the schedule's name, and the topic its ticks run on; the topic rule |
+/// | `cron` or `every` (one of them) | — | a cron pattern (5 fields, or 6 with seconds first; `MON`–`SUN`, `JAN`–`DEC`, `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`), or an interval (`"100ms"`, `"5m"`; at least 10 ms; the first tick one interval after the schedule is first created) |
+/// | `tz` | `"UTC"` | the IANA time zone of a cron pattern. A local time that does not exist (spring forward) runs once at the first instant after the gap; one that occurs twice (fall back) runs once, at its first occurrence |
+/// | `catch_up` | `"last"` | ticks missed while no process ran: `"last"` runs the latest once, `"none"` skips them, `"all"` runs each (at most 100, oldest first) |
+/// | `concurrency` | `1` | ticks of this schedule that may run at once |
+/// | `max_attempts`, `ack_timeout`, `backoff` | as `#[delay_listener]` | retries of a failed tick |
+///
+/// The function takes `tick: Tick` (`name()`, `scheduled_at()`, `attempt()`, `missed()`),
+/// and optionally `ack: Ack` for manual ack; it returns `()` or `Result<(), E: Display>`.
+/// The pattern and time zone are checked at compile time.
+#[proc_macro_attribute]
+pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as syn::ItemFn);
+    let result = attr::Args::parse(args.into(), schedule::SCHEDULE_OPTIONS)
+        .and_then(|args| schedule::scheduled(args, &function))
+        .map(|s| schedule::registration(&s, &function));
     emit(result, &function)
 }
 

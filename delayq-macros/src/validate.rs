@@ -74,6 +74,10 @@ fn shape(
     })
 }
 
+fn payload_then_ack(message: &str) -> String {
+    format!("the payload (`T` or `{message}<T>`), then optionally `ack: Ack` for manual ack")
+}
+
 /// How a listener's handler is called and settled; the same for delay and stream listeners.
 pub(crate) struct Handling {
     pub concurrency: u32,
@@ -84,22 +88,18 @@ pub(crate) struct Handling {
     pub return_type: Option<syn::Type>,
 }
 
-fn handling(args: &Args, function: &ItemFn, attr: &str, payload: &str) -> syn::Result<Handling> {
-    let shape = shape(
-        function,
-        attr,
-        1..=2,
-        (
-            "1 or 2 parameters",
-            &format!(
-                "the payload (`T` or `{payload}<T>`), then optionally `ack: Ack` for manual ack"
-            ),
-        ),
-    )?;
+pub(crate) fn handling(
+    args: &Args,
+    function: &ItemFn,
+    attr: &str,
+    expects: &str,
+    default_concurrency: u32,
+) -> syn::Result<Handling> {
+    let shape = shape(function, attr, 1..=2, ("1 or 2 parameters", expects))?;
     Ok(Handling {
         concurrency: match args.int("concurrency") {
             Some(lit) => bounded(lit, "concurrency", MAX_CONCURRENCY)?,
-            None => DEFAULT_CONCURRENCY,
+            None => default_concurrency,
         },
         backoff: match args.str("backoff") {
             Some(lit) => backoff(lit)?,
@@ -128,7 +128,13 @@ pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
         )?,
         "topic",
     )?;
-    let handling = handling(&args, function, "delay_listener", "Message")?;
+    let handling = handling(
+        &args,
+        function,
+        "delay_listener",
+        &payload_then_ack("Message"),
+        DEFAULT_CONCURRENCY,
+    )?;
     Ok(Listener {
         topic,
         max_attempts: match args.int("max_attempts") {
@@ -189,7 +195,13 @@ pub(crate) fn stream_listener(args: Args, function: &ItemFn) -> syn::Result<Stre
             }
         },
     };
-    let handling = handling(&args, function, "stream_listener", "StreamMessage")?;
+    let handling = handling(
+        &args,
+        function,
+        "stream_listener",
+        &payload_then_ack("StreamMessage"),
+        DEFAULT_CONCURRENCY,
+    )?;
     Ok(StreamListener {
         stream,
         group,

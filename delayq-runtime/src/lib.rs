@@ -54,6 +54,8 @@ extern crate self as delayq_runtime;
 //   stream/    stream listeners: reader, take-over, lease
 //   leader/    leader tasks
 //   room/      waiting rooms the runtime ticks
+//   schedule/  #[scheduled] fns and the tick producer (builds on delay/: the one system
+//              another imports)
 //   runtime/   builder, spawn, handle and shutdown, start(), gauges (the top layer)
 // Shared by the systems: handler (the shapes a listener may have), worker (running one
 // delivery), ack, settle, books, ack_batcher, lead (a body under a leader lease), health,
@@ -71,6 +73,7 @@ mod options;
 mod registry;
 mod room;
 mod runtime;
+mod schedule;
 mod settle;
 mod stream;
 mod worker;
@@ -78,17 +81,19 @@ mod worker;
 pub use ack::Ack;
 pub use delay::{Message, TopicDelivery};
 pub use delayq_core::{
-    AckError, Cancelled, DeadLetter, Error, GroupStats, LeaderLease, Leadership, MessageId,
-    Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus,
-    SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickReport, TopicCounts, TopicStats,
-    UrlOrigin, WaitingRoom, LAYOUT_VERSION,
+    AckError, Cancelled, CatchUp, DeadLetter, Error, GroupStats, LeaderLease, Leadership,
+    MessageId, Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts,
+    RoomStatus, Schedule, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats,
+    TickOutcome, TickReport, TopicCounts, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX,
+    LAYOUT_VERSION,
 };
-pub use delayq_macros::{delay_listener, leader_task, stream_listener};
+pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.
 #[doc(hidden)]
 pub use handler::{AckMode, AfterRun, Auto, Manual};
 pub use handler::{Decode, Handler, Inbound, ListenerReturn};
 pub use runtime::{start, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use schedule::Tick;
 pub use stream::{StreamDelivery, StreamMessage};
 
 /// Used by the code `#[delay_listener]` generates; not a public API.
@@ -97,6 +102,7 @@ pub mod __private {
     pub use crate::delay::{erase, ListenerRegistration};
     pub use crate::leader::{erase_leader, LeaderTaskRegistration};
     pub use crate::options::{Backoff, ListenerOptions};
+    pub use crate::schedule::{ScheduleRegistration, ViaTick};
     pub use crate::stream::{erase_stream, StreamListenerRegistration};
     pub use inventory;
 
@@ -122,6 +128,17 @@ pub mod __private {
 
     /// Only well-formed when `T` is `Leadership`.
     pub struct AssertLeadership<T: IsLeadership>(T);
+
+    /// Checks, on the parameter's span, that a scheduled fn's first parameter is `Tick`.
+    #[diagnostic::on_unimplemented(
+        message = "the first parameter of a #[scheduled] fn must be `delayq_runtime::Tick`, not `{Self}`",
+        label = "expected `Tick` here"
+    )]
+    pub trait IsTick {}
+    impl IsTick for crate::Tick {}
+
+    /// Only well-formed when `T` is `Tick`.
+    pub struct AssertTick<T: IsTick>(T);
 
     /// Only well-formed when `T` is a return type a listener may have.
     pub struct AssertReturn<T: crate::ListenerReturn>(T);

@@ -7,6 +7,7 @@ use delayq_core::{Error, Result, RoomConfig};
 
 use crate::delay::{all_listeners, ListenerRegistration};
 use crate::leader::{all_leader_tasks, LeaderTaskRegistration};
+use crate::schedule::{all_schedules, ScheduleRegistration};
 use crate::stream::{all_stream_listeners, StreamListenerRegistration};
 
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -28,6 +29,7 @@ impl Runtime {
             topics: None,
             streams: None,
             leader_tasks: None,
+            schedules: None,
             rooms: Vec::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             gauges_every: None,
@@ -45,6 +47,7 @@ pub struct RuntimeBuilder {
     pub(super) topics: Option<Vec<String>>,
     pub(super) streams: Option<Vec<String>>,
     pub(super) leader_tasks: Option<Vec<String>>,
+    pub(super) schedules: Option<Vec<String>>,
     pub(super) rooms: Vec<(String, RoomConfig)>,
     pub(super) shutdown_grace: Duration,
     pub(super) gauges_every: Option<Duration>,
@@ -57,6 +60,7 @@ pub(super) struct Selection {
     pub(super) topics: Vec<&'static ListenerRegistration>,
     pub(super) streams: Vec<&'static StreamListenerRegistration>,
     pub(super) leader_tasks: Vec<&'static LeaderTaskRegistration>,
+    pub(super) schedules: Vec<&'static ScheduleRegistration>,
 }
 
 /// The registrations of one kind named in `wanted` (each name must match one), or all of them
@@ -125,6 +129,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs only these `#[scheduled]` fns (by schedule name).
+    pub fn schedules<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.schedules = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// Ticks waiting room `name` with `config` (every `config.tick`), under a lease so that
     /// of all the processes ticking it only one admits at a time.
     pub fn waiting_room(mut self, name: impl Into<String>, config: RoomConfig) -> Self {
@@ -157,10 +171,13 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Without `topics`, `streams` or `leader_tasks`, everything registered in the binary;
-    /// with any of them, only what they name.
+    /// Without `topics`, `streams`, `leader_tasks` or `schedules`, everything registered in
+    /// the binary; with any of them, only what they name.
     pub(super) fn selected(&self) -> Result<Selection> {
-        let none = self.topics.is_none() && self.streams.is_none() && self.leader_tasks.is_none();
+        let none = self.topics.is_none()
+            && self.streams.is_none()
+            && self.leader_tasks.is_none()
+            && self.schedules.is_none();
         let selection = Selection {
             topics: pick(
                 all_listeners()?,
@@ -183,16 +200,25 @@ impl RuntimeBuilder {
                 |r| r.name,
                 "#[leader_task] is named",
             )?,
+            schedules: pick(
+                all_schedules()?,
+                self.schedules.as_ref(),
+                none,
+                |r| r.name,
+                "#[scheduled] schedule is named",
+            )?,
         };
         if selection.topics.is_empty()
             && selection.streams.is_empty()
             && selection.leader_tasks.is_empty()
+            && selection.schedules.is_empty()
             && self.rooms.is_empty()
         {
             return Err(Error::Config(if none {
-                "no #[delay_listener], #[stream_listener] or #[leader_task] functions are linked into this binary".into()
+                "no #[delay_listener], #[stream_listener], #[leader_task] or #[scheduled] functions are linked into this binary".into()
             } else {
-                "the selection (topics, streams, leader_tasks) selects nothing to run".into()
+                "the selection (topics, streams, leader_tasks, schedules) selects nothing to run"
+                    .into()
             }));
         }
         Ok(selection)

@@ -7,14 +7,15 @@ use delayq_core::protocol::{
     namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, StreamGroup, TopicKeys,
     TopicQueue,
 };
-use delayq_core::{Result, UrlOrigin, WaitingRoom};
+use delayq_core::{Error, Result, UrlOrigin, WaitingRoom};
 use tokio_util::sync::CancellationToken;
 
 use super::builder::RuntimeBuilder;
 use super::handle::RuntimeHandle;
-use crate::delay::{back, boss, run_subscriber, TopicRuntime};
+use crate::delay::{back, boss, run_subscriber, ListenerRegistration, TopicRuntime};
 use crate::leader;
 use crate::room;
+use crate::schedule::{self, ScheduleRegistration};
 use crate::stream::{reader, take_over, StreamRuntime};
 
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
@@ -39,8 +40,15 @@ impl RuntimeBuilder {
             crate::meter::install_prometheus(addr)?;
             tracing::info!(%addr, "serving Prometheus metrics at /metrics");
         }
-        for r in &selection.topics {
+        // A #[scheduled] fn runs as the delay listener of its schedule's topic.
+        let listeners = listeners(&selection.topics, &selection.schedules)?;
+        for r in &listeners {
             producer.register_topic(r.topic).await?;
+        }
+        for r in &selection.schedules {
+            producer
+                .upsert_code_schedule(r.name, &r.schedule()?)
+                .await?;
         }
         for r in &selection.streams {
             producer.register_stream(r.stream).await?;
@@ -49,7 +57,7 @@ impl RuntimeBuilder {
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
         let mut topics = Vec::new();
-        for registration in selection.topics {
+        for registration in listeners {
             let keys = TopicKeys::on(&conn, &namespace, registration.topic)?;
             let queue = TopicQueue::new(conn.clone(), keys);
             topics.push(TopicRuntime::new(
@@ -121,6 +129,21 @@ impl RuntimeBuilder {
             room.register().await?;
             tracing::info!(room = %name, tick = ?config.tick_every(), "ticking the waiting room");
             tasks.push(tokio::spawn(room::tick_room(room, stop.clone())));
+        }
+        if !topics.is_empty() {
+            let producing = schedule::Producing {
+                code: selection
+                    .schedules
+                    .iter()
+                    .map(|r| r.name.to_string())
+                    .collect(),
+                topics: topics.iter().map(|t| t.name.to_string()).collect(),
+            };
+            tasks.push(tokio::spawn(schedule::produce(
+                producer.clone(),
+                producing,
+                stop.clone(),
+            )));
         }
         for registration in selection.leader_tasks {
             tasks.push(tokio::spawn(leader::run(
@@ -211,4 +234,24 @@ fn consumer_name() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_string());
     format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// The delay listeners to run: the selected ones and those of the selected `#[scheduled]` fns;
+/// an error naming both functions when two share a topic.
+fn listeners(
+    topics: &[&'static ListenerRegistration],
+    schedules: &[&'static ScheduleRegistration],
+) -> Result<Vec<&'static ListenerRegistration>> {
+    let mut all: Vec<&'static ListenerRegistration> = topics.to_vec();
+    for s in schedules {
+        if let Some(other) = all.iter().find(|r| r.topic == s.listener.topic) {
+            return Err(Error::DuplicateListener {
+                topic: format!("topic {:?}", s.name),
+                first: other.function.to_string(),
+                second: s.listener.function.to_string(),
+            });
+        }
+        all.push(&s.listener);
+    }
+    Ok(all)
 }

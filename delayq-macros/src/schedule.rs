@@ -1,0 +1,232 @@
+//! `#[scheduled]`: its options checked (the cron pattern and time zone with the parser and tz
+//! database the runtime uses), and its registration: the schedule and the delay listener
+//! that runs its ticks on the topic of the schedule's name.
+
+use croner::parser::{CronParser, Seconds, Year};
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{ItemFn, LitStr};
+
+use crate::attr::{attribute_span, int, string, Args, Spec};
+use crate::expand::{function_path, listener_options, type_checks};
+use crate::validate::{handling, Handling};
+use crate::values::{
+    bounded, duration, lease_length, name, required, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_MAX_ATTEMPTS,
+    MAX_MAX_ATTEMPTS,
+};
+
+/// The options of `#[scheduled]`.
+pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
+    string("name"),
+    string("cron"),
+    string("every"),
+    string("tz"),
+    string("catch_up"),
+    int("concurrency"),
+    int("max_attempts"),
+    string("ack_timeout"),
+    string("backoff"),
+];
+
+/// One tick at a time unless asked otherwise.
+const DEFAULT_SCHEDULE_CONCURRENCY: u32 = 1;
+/// The shortest interval (the runtime's `MIN_EVERY`).
+const MIN_EVERY_MS: u64 = 10;
+
+const FIELDS_5: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
+const FIELDS_6: [&str; 6] = [
+    "second",
+    "minute",
+    "hour",
+    "day of month",
+    "month",
+    "day of week",
+];
+
+/// A validated `#[scheduled]` fn.
+pub(crate) struct Scheduled {
+    name: String,
+    cron: Option<String>,
+    every_ms: u64,
+    tz: String,
+    catch_up: String,
+    max_attempts: u32,
+    ack_timeout_ms: u64,
+    tick_type: syn::Type,
+    handling: Handling,
+}
+
+fn parser() -> CronParser {
+    CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build()
+}
+
+/// The pattern as the runtime parses it; an error names the field at fault.
+fn cron(lit: &LitStr) -> syn::Result<String> {
+    let pattern = lit.value();
+    let Err(e) = parser().parse(pattern.trim()) else {
+        return Ok(pattern.trim().to_string());
+    };
+    let fields: Vec<&str> = pattern.split_whitespace().collect();
+    let names: &[&str] = match fields.len() {
+        5 => &FIELDS_5,
+        6 => &FIELDS_6,
+        n if !pattern.trim().starts_with('@') => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("invalid cron pattern: {n} fields; give 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)"),
+            ))
+        }
+        _ => &[],
+    };
+    let at_fault = (0..names.len()).find(|&i| {
+        let alone: Vec<&str> = (0..fields.len())
+            .map(|j| if j == i { fields[i] } else { "*" })
+            .collect();
+        parser().parse(&alone.join(" ")).is_err()
+    });
+    Err(syn::Error::new(
+        lit.span(),
+        match at_fault {
+            Some(i) => format!(
+                "invalid cron pattern: the {} field {:?}: {e}",
+                names[i], fields[i]
+            ),
+            None => format!("invalid cron pattern: {e}"),
+        },
+    ))
+}
+
+pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled> {
+    let example = "#[scheduled(name = \"daily-report\", cron = \"0 9 * * *\")]";
+    let name = name(
+        required(args.str("name"), "name", example)?,
+        "schedule name",
+    )?;
+    let (cron, every_ms) = match (args.str("cron"), args.str("every")) {
+        (Some(_), Some(every)) => {
+            return Err(syn::Error::new(
+                every.span(),
+                "give either `cron` or `every`, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(syn::Error::new(
+                attribute_span(),
+                "missing `cron` or `every`: write cron = \"0 9 * * MON-FRI\" or every = \"5m\"",
+            ))
+        }
+        (Some(lit), None) => (Some(cron(lit)?), 0),
+        (None, Some(lit)) => {
+            let ms = duration(lit, "every")?;
+            if ms < MIN_EVERY_MS {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("`every` must be at least {MIN_EVERY_MS}ms"),
+                ));
+            }
+            (None, ms)
+        }
+    };
+    let tz = match args.str("tz") {
+        None => "UTC".to_string(),
+        Some(lit) => {
+            let tz = lit.value();
+            if let Err(e) = jiff::tz::TimeZone::get(&tz) {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("unknown time zone {tz:?}: give an IANA name like \"Europe/Berlin\" or \"UTC\" ({e})"),
+                ));
+            }
+            tz
+        }
+    };
+    let catch_up = match args.str("catch_up") {
+        None => "last".to_string(),
+        Some(lit) => match lit.value().as_str() {
+            v @ ("last" | "none" | "all") => v.to_string(),
+            _ => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`catch_up` is \"last\" (the latest missed tick runs once, the default), \"none\" or \"all\"",
+                ))
+            }
+        },
+    };
+    let handling = handling(
+        &args,
+        function,
+        "scheduled",
+        "`tick: Tick`, then optionally `ack: Ack` for manual ack",
+        DEFAULT_SCHEDULE_CONCURRENCY,
+    )?;
+    let tick_type = match function.sig.inputs.first() {
+        Some(syn::FnArg::Typed(t)) => (*t.ty).clone(),
+        _ => unreachable!("handling() checked the parameters"),
+    };
+    Ok(Scheduled {
+        name,
+        cron,
+        every_ms,
+        tz,
+        catch_up,
+        max_attempts: match args.int("max_attempts") {
+            Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
+            None => DEFAULT_MAX_ATTEMPTS,
+        },
+        ack_timeout_ms: match args.str("ack_timeout") {
+            Some(lit) => lease_length(lit, "ack_timeout")?,
+            None => DEFAULT_ACK_TIMEOUT_MS,
+        },
+        tick_type,
+        handling,
+    })
+}
+
+pub(crate) fn registration(s: &Scheduled, function: &ItemFn) -> TokenStream {
+    let ident = &function.sig.ident;
+    let h = &s.handling;
+    let tick = &s.tick_type;
+    let tick_check = quote_spanned! {tick.span()=>
+        const _: fn(::delayq_runtime::__private::AssertTick<#tick>) = |_| {};
+    };
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let path = function_path(function);
+    let options = listener_options(h, s.max_attempts, s.ack_timeout_ms);
+    let Scheduled {
+        name,
+        every_ms,
+        tz,
+        catch_up,
+        ..
+    } = s;
+    let cron = match &s.cron {
+        Some(c) => quote!(::core::option::Option::Some(#c)),
+        None => quote!(::core::option::Option::None),
+    };
+    quote! {
+        #function
+
+        #tick_check
+        #checks
+
+        ::delayq_runtime::__private::inventory::submit! {
+            ::delayq_runtime::__private::ScheduleRegistration {
+                name: #name,
+                cron: #cron,
+                every_ms: #every_ms,
+                tz: #tz,
+                catch_up: #catch_up,
+                listener: ::delayq_runtime::__private::ListenerRegistration {
+                    topic: #name,
+                    function: #path,
+                    options: #options,
+                    handler: || ::delayq_runtime::__private::erase(#ident),
+                },
+            }
+        }
+    }
+}
