@@ -60,6 +60,9 @@ pub enum Role {
     Leader,
     /// `delayq-test-streams`: ticks the waiting room `proc.room` ([`PROC_ROOM`]).
     Room,
+    /// `delayq-test-streams`: the `#[scheduled]` fn `proc.tick.<policy>` (every 1 s,
+    /// ack_timeout 2 s, the catch-up policy of its name), writing [`crate::ScheduleTick`]s.
+    Schedule(delayq_core::CatchUp),
 }
 
 /// The configuration of the room `proc.room` that `Role::Room` processes tick.
@@ -73,6 +76,9 @@ impl Role {
             Role::Stream => "stream",
             Role::Leader => "leader",
             Role::Room => "room",
+            Role::Schedule(delayq_core::CatchUp::Last) => "schedule-last",
+            Role::Schedule(delayq_core::CatchUp::None) => "schedule-none",
+            Role::Schedule(delayq_core::CatchUp::All) => "schedule-all",
         }
     }
 }
@@ -131,7 +137,7 @@ fn binary(role: Role) -> PathBuf {
             }
             "delayq-test-consumer"
         }
-        Role::Stream | Role::Leader | Role::Room => "delayq-test-streams",
+        Role::Stream | Role::Leader | Role::Room | Role::Schedule(_) => "delayq-test-streams",
     };
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe

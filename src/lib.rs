@@ -17,6 +17,7 @@ mod idle;
 mod info;
 mod payload;
 mod proxy;
+mod schedule_ledger;
 mod server;
 mod support;
 mod topology;
@@ -33,6 +34,7 @@ pub use examples::redis_for_examples;
 pub use info::parse_command_calls;
 pub use payload::{payload, Payload};
 pub use proxy::BlackholeProxy;
+pub use schedule_ledger::ScheduleTick;
 pub use server::{free_port, Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
     drained, envelope, init_tracing, keys, pending_entries, producer, runtime, score, sleep_ms,

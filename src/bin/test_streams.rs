@@ -9,9 +9,15 @@
 //! - `leader`: the leader task `proc.leader` (every 50 ms, ttl 1 s). Each run appends a
 //!   `LeaderTick` (token, start and end in µs, pid), after sleeping the same.
 //!
+//! - `schedule-last`, `schedule-none`, `schedule-all`: the `#[scheduled]` fn
+//!   `proc.tick.<policy>` (every 1 s, ack_timeout 2 s, catch_up `<policy>`). Each run appends
+//!   a `ScheduleTick`.
+//!
 //! It runs until SIGINT or SIGTERM, then shuts down gracefully.
 
-use delayq_runtime::{leader_task, stream_listener, Leadership, Runtime, StreamMessage};
+use delayq_runtime::{
+    leader_task, scheduled, stream_listener, Leadership, Runtime, StreamMessage, Tick,
+};
 
 #[stream_listener(
     stream = "proc.stream",
@@ -53,11 +59,57 @@ async fn lead(leader: Leadership) -> Result<(), String> {
     )
 }
 
+fn record_tick(tick: &Tick) -> Result<(), String> {
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    };
+    delayq_dev::append_to_ledger(
+        &delayq_dev::ScheduleTick {
+            scheduled_ms: ms(tick.scheduled_at()),
+            missed: tick.missed(),
+            attempt: tick.attempt(),
+            ran_ms: ms(std::time::SystemTime::now()),
+            pid: std::process::id(),
+        }
+        .format(),
+    )
+}
+
+#[scheduled(name = "proc.tick.last", every = "1s", ack_timeout = "2s")]
+async fn tick_last(tick: Tick) -> Result<(), String> {
+    record_tick(&tick)
+}
+
+#[scheduled(
+    name = "proc.tick.none",
+    every = "1s",
+    ack_timeout = "2s",
+    catch_up = "none"
+)]
+async fn tick_none(tick: Tick) -> Result<(), String> {
+    record_tick(&tick)
+}
+
+#[scheduled(
+    name = "proc.tick.all",
+    every = "1s",
+    ack_timeout = "2s",
+    catch_up = "all"
+)]
+async fn tick_all(tick: Tick) -> Result<(), String> {
+    record_tick(&tick)
+}
+
 #[tokio::main]
 async fn main() {
     delayq_dev::init_process_tracing();
     let builder = match std::env::var("DELAYQ_TEST_ROLE").as_deref() {
         Ok("leader") => Runtime::builder().leader_tasks(["proc.leader"]),
+        Ok(role @ ("schedule-last" | "schedule-none" | "schedule-all")) => {
+            Runtime::builder().schedules([format!("proc.tick.{}", &role["schedule-".len()..])])
+        }
         // The room only: an empty selection of leader tasks selects no listener either.
         Ok("room") => Runtime::builder()
             .leader_tasks(Vec::<String>::new())

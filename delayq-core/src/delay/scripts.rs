@@ -324,6 +324,10 @@ pub(crate) struct Ticks<'a> {
     pub max_attempts: u32,
     /// `(id, unix ms)` of each tick.
     pub ticks: &'a [(MessageId, u64)],
+    /// Ticks written ahead earlier that the catch-up policy skips if they still wait
+    /// unclaimed, due before `stale_before` (unix ms).
+    pub stale: &'a [MessageId],
+    pub stale_before: u64,
 }
 
 pub(crate) fn tick(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
@@ -332,7 +336,12 @@ pub(crate) fn tick(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocat
         .arg(t.expected_next)
         .arg(t.new_next)
         .arg(t.missed)
-        .arg(t.max_attempts);
+        .arg(t.max_attempts)
+        .arg(t.stale_before)
+        .arg(t.stale.len());
+    for id in t.stale {
+        inv.arg(id.as_str());
+    }
     for (id, at) in t.ticks {
         inv.arg(id.as_str()).arg(*at);
     }

@@ -34,6 +34,8 @@ pub struct ScheduleState {
     /// The next tick not produced yet (unix ms).
     pub next: u64,
     anchor: u64,
+    /// The last tick written (unix ms).
+    last: Option<u64>,
     /// Whether a `#[scheduled]` fn owns it.
     pub from_code: bool,
 }
@@ -75,8 +77,24 @@ impl ScheduleState {
             next_raw: get("next").to_string(),
             next: ms("next")?,
             anchor: ms("anchor")?,
+            last: get("last").parse().ok(),
             from_code: get("owner") == "code",
         })
+    }
+
+    /// The ticks up to `last` that one call may have written ahead of their time (those within
+    /// a lead and a second before it), oldest first.
+    fn written_ahead(&self, last: u64, lead_ms: u64) -> Vec<u64> {
+        let from = last.saturating_sub(lead_ms + MISSED_AFTER_MS);
+        let mut out = Vec::new();
+        let mut t = self
+            .calendar
+            .next_after(from.saturating_sub(1), self.anchor);
+        while let Some(at) = t.filter(|at| *at <= last && out.len() < TICKS_PER_CALL) {
+            out.push(at);
+            t = self.calendar.next_after(at, self.anchor);
+        }
+        out
     }
 
     /// The ticks from `next` up to `horizon`, with the new `next` after them and how many were
@@ -166,12 +184,23 @@ impl Producer {
         if state.next > horizon {
             return Ok(Produced::NotYet);
         }
-        let (ticks, new_next, skipped) =
-            state.plan(horizon, now_ms.saturating_sub(MISSED_AFTER_MS));
+        let missed_before = now_ms.saturating_sub(MISSED_AFTER_MS);
+        let (ticks, new_next, skipped) = state.plan(horizon, missed_before);
         let ids: Vec<(MessageId, u64)> = ticks
             .iter()
             .map(|t| (tick_id(&state.name, *t), *t))
             .collect();
+        // Fallen behind (no process ran): the ticks written ahead before that, which may still
+        // wait unclaimed, are missed too unless the policy runs every missed tick.
+        let behind = state.next < missed_before;
+        let stale: Vec<MessageId> = match (behind, state.catch_up, state.last) {
+            (true, CatchUp::Last | CatchUp::None, Some(last)) => state
+                .written_ahead(last, lead_ms)
+                .into_iter()
+                .map(|t| tick_id(&state.name, t))
+                .collect(),
+            _ => Vec::new(),
+        };
         let call = Ticks {
             record: &state.record,
             expected_next: &state.next_raw,
@@ -179,12 +208,17 @@ impl Producer {
             missed: skipped,
             max_attempts: 0,
             ticks: &ids,
+            stale: &stale,
+            stale_before: missed_before,
         };
         match send_ticks(&self.conn, &state.keys, &call).await? {
             TickCall::Stale => Ok(Produced::Stale),
             TickCall::Produced(_) => {
                 state.next = new_next;
                 state.next_raw = new_next.to_string();
+                if let Some(t) = ticks.last() {
+                    state.last = Some(*t);
+                }
                 Ok(Produced::Ticks { ticks, skipped })
             }
         }
@@ -212,6 +246,7 @@ mod tests {
             next_raw: next.to_string(),
             next,
             anchor: next,
+            last: None,
             from_code: true,
         }
     }

@@ -50,6 +50,20 @@ impl RuntimeBuilder {
                 .upsert_code_schedule(r.name, &r.schedule()?)
                 .await?;
         }
+        // Ticks due now (a catch-up after an outage) are written before any listener claims.
+        let tick_producer = if listeners.is_empty() {
+            None
+        } else {
+            let producing = schedule::Producing {
+                code: selection
+                    .schedules
+                    .iter()
+                    .map(|r| r.name.to_string())
+                    .collect(),
+                topics: listeners.iter().map(|r| r.topic.to_string()).collect(),
+            };
+            Some(schedule::TickProducer::first_pass(producer.clone(), producing).await?)
+        };
         for r in &selection.streams {
             producer.register_stream(r.stream).await?;
         }
@@ -130,20 +144,8 @@ impl RuntimeBuilder {
             tracing::info!(room = %name, tick = ?config.tick_every(), "ticking the waiting room");
             tasks.push(tokio::spawn(room::tick_room(room, stop.clone())));
         }
-        if !topics.is_empty() {
-            let producing = schedule::Producing {
-                code: selection
-                    .schedules
-                    .iter()
-                    .map(|r| r.name.to_string())
-                    .collect(),
-                topics: topics.iter().map(|t| t.name.to_string()).collect(),
-            };
-            tasks.push(tokio::spawn(schedule::produce(
-                producer.clone(),
-                producing,
-                stop.clone(),
-            )));
+        if let Some(ticks) = tick_producer {
+            tasks.push(tokio::spawn(ticks.run(stop.clone())));
         }
         for registration in selection.leader_tasks {
             tasks.push(tokio::spawn(leader::run(

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use delayq_core::protocol::{time_to_ms, Produced, ScheduleState, SCHEDULES_CHANGED};
-use delayq_core::{Producer, Result};
+use delayq_core::Result;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -52,7 +52,7 @@ impl Poller {
     /// Reads the index again when its version changed; returns whether it did.
     async fn poll(
         &mut self,
-        producer: &Producer,
+        producer: &delayq_core::Producer,
         producing: &Producing,
         known: &mut HashMap<String, ScheduleState>,
     ) -> Result<()> {
@@ -86,82 +86,123 @@ impl Poller {
     }
 }
 
-/// Produces ticks until `stop`.
-pub(crate) async fn run(producer: Producer, producing: Producing, stop: CancellationToken) {
-    let health = Health::new("schedules".to_string());
-    let mut known: HashMap<String, ScheduleState> = HashMap::new();
-    let mut poller = Poller {
-        version: None,
-        polls: 0,
-        offset_ms: 0,
-    };
-    let mut next_poll = Instant::now();
-    let mut retry = RetryDelay::new();
-    loop {
-        let changed = SCHEDULES_CHANGED.notified();
-        if Instant::now() >= next_poll {
-            match poller.poll(&producer, &producing, &mut known).await {
-                Ok(()) => {
-                    health.ok();
-                    next_poll = Instant::now()
-                        + if known.is_empty() {
-                            POLL_WITHOUT
-                        } else {
-                            POLL_WITH_SCHEDULES
-                        };
-                }
-                Err(error) => {
-                    health.failed(&error);
-                    next_poll = Instant::now() + retry.next_delay();
-                }
-            }
+/// What the producer knows between passes.
+pub(crate) struct Producer {
+    producer: delayq_core::Producer,
+    producing: Producing,
+    known: HashMap<String, ScheduleState>,
+    poller: Poller,
+    health: Health,
+    retry: RetryDelay,
+}
+
+impl Producer {
+    /// Reads the schedules and writes what is due, once: spawn calls it before any listener
+    /// claims, so that a catch-up after an outage skips the ticks written ahead before it
+    /// before a consumer could run them.
+    pub(crate) async fn first_pass(
+        producer: delayq_core::Producer,
+        producing: Producing,
+    ) -> Result<Self> {
+        let mut this = Producer {
+            producer,
+            producing,
+            known: HashMap::new(),
+            poller: Poller {
+                version: None,
+                polls: 0,
+                offset_ms: 0,
+            },
+            health: Health::new("schedules".to_string()),
+            retry: RetryDelay::new(),
+        };
+        this.poller
+            .poll(&this.producer, &this.producing, &mut this.known)
+            .await?;
+        this.produce_due(Instant::now() + POLL_WITH_SCHEDULES).await;
+        Ok(this)
+    }
+
+    fn poll_every(&self) -> Duration {
+        if self.known.is_empty() {
+            POLL_WITHOUT
+        } else {
+            POLL_WITH_SCHEDULES
         }
-        let mut wake_at = next_poll;
-        let names: Vec<String> = known.keys().cloned().collect();
+    }
+
+    /// Writes every known schedule's due ticks; returns when to look next (at the latest
+    /// `wake_at`).
+    async fn produce_due(&mut self, mut wake_at: Instant) -> Instant {
+        let lead = LEAD.as_millis() as u64;
+        let names: Vec<String> = self.known.keys().cloned().collect();
         for name in names {
-            let Some(state) = known.get_mut(&name) else {
+            let Some(state) = self.known.get_mut(&name) else {
                 continue;
             };
-            let now = poller.now_ms();
-            match producer
-                .produce_ticks(state, now, LEAD.as_millis() as u64)
-                .await
-            {
+            let now = self.poller.now_ms();
+            match self.producer.produce_ticks(state, now, lead).await {
                 Ok(Produced::NotYet) => {}
                 Ok(Produced::Ticks { ticks, skipped }) => {
                     record(&name, &ticks, skipped, now);
-                    health.ok();
-                    retry = RetryDelay::new();
+                    self.health.ok();
+                    self.retry = RetryDelay::new();
                 }
-                Ok(Produced::Stale) => match producer.schedule_state(&name).await {
+                Ok(Produced::Stale) => match self.producer.schedule_state(&name).await {
                     Ok(Some(fresh)) => *state = fresh,
                     Ok(None) => {
-                        known.remove(&name);
+                        self.known.remove(&name);
                         continue;
                     }
-                    Err(error) => health.failed(&error),
+                    Err(error) => self.health.failed(&error),
                 },
                 Err(error) => {
-                    health.failed(&error);
-                    wake_at = wake_at.min(Instant::now() + retry.next_delay());
+                    self.health.failed(&error);
+                    wake_at = wake_at.min(Instant::now() + self.retry.next_delay());
                 }
             }
-            if let Some(state) = known.get(&name) {
+            if let Some(state) = self.known.get(&name) {
                 let due_in = state
                     .next
-                    .saturating_sub(poller.now_ms())
-                    .saturating_sub(LEAD.as_millis() as u64);
+                    .saturating_sub(self.poller.now_ms())
+                    .saturating_sub(lead);
                 wake_at = wake_at.min(Instant::now() + Duration::from_millis(due_in));
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep_until(wake_at) => {}
-            _ = changed => next_poll = Instant::now(),
-            _ = stop.cancelled() => return,
+        wake_at
+    }
+
+    /// Produces ticks until `stop`.
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
+        let mut next_poll = Instant::now() + self.poll_every();
+        loop {
+            let changed = SCHEDULES_CHANGED.notified();
+            if Instant::now() >= next_poll {
+                let polled = self
+                    .poller
+                    .poll(&self.producer, &self.producing, &mut self.known)
+                    .await;
+                next_poll = Instant::now()
+                    + match polled {
+                        Ok(()) => {
+                            self.health.ok();
+                            self.poll_every()
+                        }
+                        Err(error) => {
+                            self.health.failed(&error);
+                            self.retry.next_delay()
+                        }
+                    };
+            }
+            let wake_at = self.produce_due(next_poll).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = changed => next_poll = Instant::now(),
+                _ = stop.cancelled() => return,
+            }
         }
     }
 }
-
 /// `delayq_schedule_ticks_total{schedule,outcome}` (`produced`, `skipped`) and
 /// `delayq_schedule_lag_seconds{schedule}`: how late the earliest tick of a write was
 /// written (0 when ahead of its time).

@@ -7,7 +7,10 @@
 -- ARGV[4] the new `next`
 -- ARGV[5] ticks the caller skipped (catch-up) since the last it produced
 -- ARGV[6] max_attempts of each tick (0: the listener's default)
--- then 2 per tick from ARGV[7]: id, its time (unix ms: the tick is due then)
+-- ARGV[7] stale before (unix ms), ARGV[8] n, then n ids: ticks written ahead earlier that the
+--   catch-up policy skips if they still wait unclaimed in `delayed` (never run, due before
+--   ARGV[7]): they are removed and counted as missed, before any consumer claims them
+-- then 2 per tick: id, its time (unix ms: the tick is due then)
 -- A tick's payload is the record's `payload`; without one (a #[scheduled] fn's own schedule)
 -- it is {"missed":N}, N the ticks skipped before it (on the first tick of the call only).
 -- Returns 'stale' when the record's `next` is not ARGV[3] (another process produced these
@@ -16,8 +19,10 @@ local record = KEYS[#KEYS]
 if redis.call('HGET', record, 'next') ~= ARGV[3] then return 'stale' end
 local now = now_ms()
 
+local stale_before, n_stale = tonumber(ARGV[7]), tonumber(ARGV[8])
+local first_tick = 9 + n_stale
 local batch, soon_far = {}, false
-for i = 7, #ARGV, 2 do
+for i = first_tick, #ARGV, 2 do
   local due = tonumber(ARGV[i + 1])
   if goes_far(due, now) then
     need(bucket_of(due))
@@ -31,6 +36,18 @@ if missing then return missing end
 
 local payload = redis.call('HGET', record, 'payload')
 local missed = tonumber(ARGV[5]) + (tonumber(redis.call('HGET', record, 'missed')) or 0)
+for i = 9, first_tick - 1 do
+  local id = ARGV[i]
+  local due = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  if due and due < stale_before then
+    local m = decode(redis.call('HGET', KEYS[3], id))
+    if m and m.attempt == 0 then
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('HDEL', KEYS[3], id)
+      missed = missed + 1
+    end
+  end
+end
 local old_next = next_due()
 local earliest, created = -1, 0
 for k, s in ipairs(batch) do
