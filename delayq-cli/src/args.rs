@@ -63,6 +63,11 @@ pub(crate) enum Command {
     Streams,
     /// Every waiting room with how many wait and how many are inside.
     Rooms,
+    /// Every schedule with its next and last tick and the last tick's outcome; `remove NAME`.
+    Schedules {
+        #[command(subcommand)]
+        action: Option<ScheduleCommand>,
+    },
     /// A live web page with all of the above (read-only unless --allow-writes).
     Dashboard {
         /// Where to serve it. Anything but loopback exposes your queues to that network.
@@ -101,6 +106,14 @@ pub(crate) struct SendArgs {
     /// Handler runs allowed in all (default: the listener's).
     #[arg(long)]
     pub(crate) max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ScheduleCommand {
+    /// Removes a schedule (exit 1 when there is none). A tick already written, at most about a
+    /// second ahead of its time, still runs; a #[scheduled] fn's schedule is written again when
+    /// a runtime that has it starts.
+    Remove { name: String },
 }
 
 #[derive(Debug, Subcommand)]

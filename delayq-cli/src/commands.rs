@@ -5,11 +5,11 @@ use std::time::SystemTime;
 use delayq_core::{Cancelled, MessageId, Producer, SendOptions, SendOutcome};
 use serde_json::{json, Value};
 
-use crate::args::{Cli, Command, DeadCommand, DeadTarget, SendArgs};
+use crate::args::{Cli, Command, DeadCommand, DeadTarget, ScheduleCommand, SendArgs};
 use crate::dashboard;
 use crate::failure::Failure;
 use crate::namespace::{
-    all_rooms, all_stats, all_streams, change_dead, connect, DeadAction, Entry,
+    all_rooms, all_schedules, all_stats, all_streams, change_dead, connect, DeadAction, Entry,
 };
 use crate::report::{self, table};
 
@@ -212,6 +212,20 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 },
             );
         }
+        Command::Schedules { action: None } => schedules(&p, json).await?,
+        Command::Schedules {
+            action: Some(ScheduleCommand::Remove { name }),
+        } => {
+            if !p.remove_schedule(&name).await? {
+                return Err(Failure::NotFound(format!(
+                    "no schedule {name:?} in namespace {:?}",
+                    p.namespace()
+                )));
+            }
+            emit(json, json!({ "removed": name }), || {
+                format!("removed schedule {name}")
+            });
+        }
         Command::Dashboard {
             listen,
             allow_writes,
@@ -297,5 +311,29 @@ async fn dead_change(p: &Producer, json: bool, action: DeadAction, target: DeadT
     emit(json, json!({"topic": topic, done: n}), || {
         format!("{done} {n} on {topic}")
     });
+    Ok(())
+}
+
+async fn schedules(p: &Producer, json: bool) -> Outcome {
+    let all = all_schedules(p).await?;
+    warn_unreadable(&all, "schedules");
+    let now = SystemTime::now();
+    emit(
+        json,
+        json!(all
+            .iter()
+            .map(|e| e.json("schedule", report::schedule_json))
+            .collect::<Vec<_>>()),
+        || {
+            let mut t = table(report::SCHEDULES_HEADER);
+            for e in &all {
+                t.add_row(match &e.read {
+                    Ok(s) => report::schedule_row(s, now),
+                    Err(why) => report::error_row(&e.name, why, report::SCHEDULES_HEADER.len()),
+                });
+            }
+            t.to_string()
+        },
+    );
     Ok(())
 }

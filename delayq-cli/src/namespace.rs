@@ -1,9 +1,9 @@
 //! What the command line and the dashboard both do with a namespace: connect to it, read every
-//! registered topic, stream and room (an unreadable one is an error row, never a failed
+//! registered topic, stream, room and schedule (an unreadable one is an error row, never a failed
 //! view), and act on dead letters.
 
 use delayq_core::{
-    MessageId, Producer, RoomConfig, RoomCounts, StreamStats, TopicStats, WaitingRoom,
+    MessageId, Producer, RoomConfig, RoomCounts, ScheduleInfo, StreamStats, TopicStats, WaitingRoom,
 };
 use serde_json::{json, Value};
 
@@ -62,6 +62,21 @@ pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<Entry<RoomCounts>>, Fa
         // Counting reads no configuration; the default one only satisfies the constructor.
         let read = match WaitingRoom::new(p, &name, RoomConfig::default()) {
             Ok(room) => room.counts().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        out.push(Entry { name, read });
+    }
+    Ok(out)
+}
+
+/// Every schedule of the namespace.
+pub(crate) async fn all_schedules(p: &Producer) -> Result<Vec<Entry<ScheduleInfo>>, Failure> {
+    let mut out = Vec::new();
+    for (name, _) in p.schedule_index().await? {
+        let read = match p.schedule(&name).await {
+            Ok(Some(info)) => Ok(info),
+            // Removed meanwhile.
+            Ok(None) => continue,
             Err(e) => Err(e.to_string()),
         };
         out.push(Entry { name, read });

@@ -99,6 +99,17 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     for _ in 0..3 {
         room.enter().await.unwrap();
     }
+    p.upsert_schedule(
+        "dash.nightly",
+        delayq_runtime::Schedule::cron("0 3 * * *")
+            .unwrap()
+            .tz("Europe/Berlin")
+            .unwrap(),
+        "dash.reminders",
+        &json!({"user": "all"}),
+    )
+    .await
+    .unwrap();
 
     let board = dashboard(&server.url(), &["--allow-writes"]);
     let agent = http_agent();
@@ -130,6 +141,16 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     assert_eq!(
         o["rooms"],
         json!([{"room": "dash.sale", "waiting": 3, "active": 0}])
+    );
+    let nightly = &o["schedules"][0];
+    assert_eq!(
+        (&nightly["schedule"], &nightly["spec"], &nightly["tz"]),
+        (
+            &json!("dash.nightly"),
+            &json!("0 3 * * *"),
+            &json!("Europe/Berlin")
+        ),
+        "{o}"
     );
     let (code, dead) = get_json(
         &agent,
@@ -191,6 +212,9 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
         "dash.reminders",
         "dash.events",
         "dash.sale",
+        "dash.nightly",
+        "0 3 * * *",
+        "Europe/Berlin",
         "card declined",
         "writes allowed",
     ] {

@@ -24,7 +24,7 @@ use serde_json::json;
 mod access;
 
 use crate::failure::Failure;
-use crate::namespace::{all_rooms, all_stats, all_streams, change_dead, DeadAction};
+use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams, change_dead, DeadAction};
 use crate::report;
 pub(crate) use access::Access;
 
@@ -114,10 +114,11 @@ pub(crate) async fn serve(
 
 async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failure> {
     let p = &board.producer;
-    let (topics, streams, rooms) = (
+    let (topics, streams, rooms, schedules) = (
         all_stats(p).await?,
         all_streams(p).await?,
         all_rooms(p).await?,
+        all_schedules(p).await?,
     );
     Ok(Json(json!({
         "namespace": p.namespace(),
@@ -125,6 +126,7 @@ async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failu
         "topics": topics.iter().map(|e| e.json("topic", report::stats_json)).collect::<Vec<_>>(),
         "streams": streams.iter().map(|e| e.json("stream", report::stream_json)).collect::<Vec<_>>(),
         "rooms": rooms.iter().map(|e| e.json("room", |c| report::room_json(&e.name, c))).collect::<Vec<_>>(),
+        "schedules": schedules.iter().map(|e| e.json("schedule", report::schedule_json)).collect::<Vec<_>>(),
     })))
 }
 

@@ -7,7 +7,7 @@ mod views;
 
 pub(crate) use text::{error_row, printable_lines, table};
 pub(crate) use views::{
-    dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row, stats_json,
-    stats_row, stream_json, stream_rows, DEAD_HEADER, PEEK_HEADER, ROOMS_HEADER, STATS_HEADER,
-    STREAMS_HEADER,
+    dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row,
+    schedule_json, schedule_row, stats_json, stats_row, stream_json, stream_rows, DEAD_HEADER,
+    PEEK_HEADER, ROOMS_HEADER, SCHEDULES_HEADER, STATS_HEADER, STREAMS_HEADER,
 };

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use delayq_core::{DeadLetter, PendingMessage, RoomCounts, StreamStats, TopicStats};
+use delayq_core::{DeadLetter, PendingMessage, RoomCounts, ScheduleInfo, StreamStats, TopicStats};
 use serde_json::{json, Value};
 
 use super::text::{
@@ -180,5 +180,36 @@ pub(crate) fn room_row(name: &str, c: &RoomCounts) -> Vec<String> {
         name.to_string(),
         c.waiting.to_string(),
         c.active.to_string(),
+    ]
+}
+
+pub(crate) fn schedule_json(s: &ScheduleInfo) -> Value {
+    json!({
+        "schedule": s.name,
+        "spec": s.spec,
+        "tz": s.tz,
+        "topic": s.topic,
+        "catch_up": s.catch_up.as_str(),
+        "next_at_ms": ms_opt(s.next_at),
+        "last_at_ms": ms_opt(s.last_at),
+        "last_outcome": s.last_outcome.map(|o| o.as_str()),
+        "from_code": s.from_code,
+    })
+}
+
+pub(crate) const SCHEDULES_HEADER: &[&str] = &[
+    "SCHEDULE", "SPEC", "TZ", "TOPIC", "NEXT", "LAST", "OUTCOME", "CATCH UP",
+];
+
+pub(crate) fn schedule_row(s: &ScheduleInfo, now: SystemTime) -> Vec<String> {
+    vec![
+        s.name.clone(),
+        s.spec.clone(),
+        s.tz.clone(),
+        s.topic.clone(),
+        relative_opt(s.next_at, now),
+        relative_opt(s.last_at, now),
+        s.last_outcome.map_or("-", |o| o.as_str()).to_string(),
+        s.catch_up.as_str().to_string(),
     ]
 }
