@@ -1,4 +1,4 @@
-//! Compile-time behaviour of #[delay_listener], #[stream_listener] and #[leader_task]: accepted shapes compile, and every rejected
+//! Compile-time behaviour of #[delay_listener], #[stream_listener], #[leader_task] and #[scheduled]: accepted shapes compile, and every rejected
 //! form fails with its error on the offending span (expected output in tests/ui/fail/*.stderr).
 
 #[test]
