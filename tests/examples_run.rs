@@ -132,3 +132,23 @@ fn stream_consumer_bills_audits_and_dead_letters_the_unbillable_order() {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
 }
+
+#[test]
+fn schedules_prints_the_next_ticks_and_runs_the_heartbeat() {
+    let server = RedisServer::start();
+    let out = run_example("schedules", &server);
+    for line in [
+        "daily-report runs next at ",
+        " 09:00:00.000 CE",
+        "schedule daily-report  0 9 * * *  tz Europe/Berlin",
+        "schedule sweep         every 5m",
+        "heartbeat 3 from example",
+        "3 heartbeats on time",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    // Nothing recurring is left behind.
+    let mut c = server.connection();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*schedule*").query(&mut c).unwrap();
+    assert!(keys.iter().all(|k| !k.contains(":schedule:")), "{keys:?}");
+}

@@ -3,11 +3,11 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::calendar::{parse_cron, zone, Calendar, MIN_EVERY};
 use crate::error::{Error, Result};
-use crate::time::millis;
+use crate::time::{millis, ms_to_time, time_to_ms};
 
 /// The most ticks `CatchUp::All` runs after an outage; older missed ticks are skipped (and
 /// counted in the first tick's `missed`).
@@ -140,6 +140,29 @@ impl Schedule {
     /// The catch-up policy.
     pub fn catch_up_policy(&self) -> CatchUp {
         self.catch_up
+    }
+
+    /// The next `n` tick times after `after` (an interval counts from `after`), for showing a
+    /// schedule; fewer when the pattern has no more before the year 10000.
+    pub fn next_ticks(&self, after: SystemTime, n: usize) -> Result<Vec<SystemTime>> {
+        let calendar = self.calendar()?;
+        let from = time_to_ms(after);
+        let anchor = match &self.kind {
+            Kind::Every(ms) => from + ms,
+            Kind::Cron(_) => from,
+        };
+        let mut out = Vec::with_capacity(n);
+        let mut at = from;
+        while out.len() < n {
+            match calendar.next_after(at, anchor) {
+                Some(next) => {
+                    out.push(ms_to_time(next));
+                    at = next;
+                }
+                None => break,
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) fn calendar(&self) -> Result<Calendar> {
