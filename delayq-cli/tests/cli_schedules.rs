@@ -69,13 +69,13 @@ async fn cli_lists_and_removes_schedules() {
     // A record someone broke by hand, under a name with a terminal escape in it.
     let mut c = server.connection();
     let _: () = redis::cmd("HSET")
-        .arg("delayq:registry:schedules")
+        .arg("delayq:registry:{schedules}")
         .arg("bad\x1b[2Jname")
         .arg("cli.jobs")
         .query(&mut c)
         .unwrap();
     let _: () = redis::cmd("HSET")
-        .arg("delayq:registry:schedules")
+        .arg("delayq:registry:{schedules}")
         .arg("broken")
         .arg("cli.jobs")
         .query(&mut c)

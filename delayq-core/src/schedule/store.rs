@@ -1,7 +1,7 @@
 //! Where schedules live: one record (a HASH) per schedule in its topic's slot,
 //! `ns:{topic}:schedule:<name>`, so that a tick can be fenced on it in the topic's own
-//! script; and an index `ns:registry:schedules` (name → topic, on its own slot) with a
-//! version counter that runtimes poll to learn of changes.
+//! script; and an index `ns:registry:{schedules}` (name → topic, on its own slot) with a
+//! version counter beside it that runtimes poll to learn of changes.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -19,14 +19,15 @@ use crate::time::ms_to_time;
 
 scripts!(ScheduleScripts, SCHEDULE_SCRIPTS, "schedule/", "", [upsert]);
 
-/// The index of a namespace's schedules: HASH name → topic.
+/// The index of a namespace's schedules: HASH name → topic. It shares a hash tag with its
+/// version, so that both change in one pipeline on a cluster too.
 pub(crate) fn index_key(namespace: &str) -> String {
-    format!("{namespace}:registry:schedules")
+    format!("{namespace}:registry:{{schedules}}")
 }
 
 /// Bumped by every upsert and removal.
 pub(crate) fn version_key(namespace: &str) -> String {
-    format!("{namespace}:registry:schedules:version")
+    format!("{namespace}:registry:{{schedules}}:version")
 }
 
 /// A schedule's record, in its topic's slot.
@@ -326,8 +327,7 @@ impl Producer {
     }
 
     /// Changes the index (`change` adds its command) and bumps its version, in one round trip
-    /// (both keys share no slot with a topic; on a cluster they may sit on two nodes, so they
-    /// are two commands, not a transaction); wakes this process's producers.
+    /// (the two share a slot); wakes this process's producers.
     async fn index_changed(&self, change: impl FnOnce(&mut redis::Pipeline)) -> Result<()> {
         let version = version_key(self.namespace());
         let mut pipe = redis::pipe();

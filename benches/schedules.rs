@@ -1,0 +1,139 @@
+//! Schedules' benchmarks. Starts its own redis-server (no persistence).
+//!
+//!     cargo bench --bench schedules
+//!
+//! - lateness: a `#[scheduled(every = "100ms")]` fn over 200 ticks; p50 / p99 / max of
+//!   handler start minus the tick's time (both this machine's clock, which is Redis' here),
+//!   and the Redis commands per tick, all of them (writing the tick, claiming, acking, the
+//!   producer's polls), from `INFO commandstats`.
+//! - idle: 100 dynamic schedules whose next tick is a year away, on a topic the runtime
+//!   listens on; Redis commands a second over 30 s after start-up.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use delayq_dev::RedisServer;
+use delayq_runtime::{delay_listener, scheduled, Runtime, Schedule, Tick};
+
+static LATE_US: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+
+#[scheduled(name = "bench.tick", every = "100ms")]
+async fn tick(tick: Tick) {
+    let late = match SystemTime::now().duration_since(tick.scheduled_at()) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    };
+    LATE_US.lock().unwrap().push(late);
+}
+
+#[delay_listener(topic = "bench.idle")]
+async fn idle(_msg: u8) {}
+
+fn percentile(sorted: &[i64], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i] as f64 / 1_000.0
+}
+
+fn commands(server: &RedisServer) -> u64 {
+    server
+        .command_calls()
+        .iter()
+        .filter(|(name, _)| !name.starts_with("config") && name.as_str() != "info")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+async fn lateness() {
+    let server = RedisServer::start();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .schedules(["bench.tick"])
+        .spawn()
+        .await
+        .unwrap();
+    // Past start-up: the first ticks, then count from a clean slate.
+    while LATE_US.lock().unwrap().len() < 5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.reset_stats();
+    LATE_US.lock().unwrap().clear();
+    while LATE_US.lock().unwrap().len() < 200 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let calls = server.command_calls();
+    let total = commands(&server);
+    rt.shutdown().await.unwrap();
+    let mut late = LATE_US.lock().unwrap().clone();
+    late.truncate(200);
+    late.sort_unstable();
+    println!(
+        "lateness over {} ticks of every 100ms: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, min {:.2} ms",
+        late.len(),
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
+        percentile(&late, 1.0),
+        percentile(&late, 0.0),
+    );
+    let mut by: Vec<_> = calls
+        .iter()
+        .filter(|(name, n)| **n > 0 && !name.starts_with("config") && name.as_str() != "info")
+        .collect();
+    by.sort();
+    println!(
+        "Redis commands per tick: {:.2} ({total} for 200 ticks: {by:?})",
+        total as f64 / 200.0
+    );
+}
+
+async fn idle_schedules() {
+    let server = RedisServer::start();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["bench.idle"])
+        .spawn()
+        .await
+        .unwrap();
+    let p = rt.producer();
+    for i in 0..100 {
+        p.upsert_schedule(
+            &format!("bench.idle.{i}"),
+            Schedule::cron("0 0 1 1 *").unwrap(),
+            "bench.idle",
+            &1u8,
+        )
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.reset_stats();
+    let window = Duration::from_secs(30);
+    tokio::time::sleep(window).await;
+    let calls = server.command_calls();
+    let total = commands(&server);
+    rt.shutdown().await.unwrap();
+    let mut by: Vec<_> = calls
+        .iter()
+        .filter(|(name, n)| **n > 0 && !name.starts_with("config") && name.as_str() != "info")
+        .collect();
+    by.sort();
+    println!(
+        "idle, 100 schedules a year away: {total} Redis commands in {window:?} = {:.3}/s in all, {:.5}/s per schedule ({by:?})",
+        total as f64 / window.as_secs_f64(),
+        total as f64 / window.as_secs_f64() / 100.0
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let all = args.is_empty();
+    if all || args.iter().any(|a| a == "lateness") {
+        lateness().await;
+    }
+    if all || args.iter().any(|a| a == "idle") {
+        idle_schedules().await;
+    }
+}
