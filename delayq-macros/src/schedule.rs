@@ -10,11 +10,8 @@ use syn::{ItemFn, LitStr};
 
 use crate::attr::{attribute_span, int, string, Args, Spec};
 use crate::expand::{function_path, listener_options, type_checks};
-use crate::validate::{handling, Handling};
-use crate::values::{
-    bounded, duration, lease_length, name, required, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_MAX_ATTEMPTS,
-    MAX_MAX_ATTEMPTS,
-};
+use crate::validate::{attempts_and_lease, handling, Handling};
+use crate::values::{duration, name, required};
 
 /// The options of `#[scheduled]`.
 pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
@@ -163,6 +160,7 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
         "`tick: Tick`, then optionally `ack: Ack` for manual ack",
         DEFAULT_SCHEDULE_CONCURRENCY,
     )?;
+    let (max_attempts, ack_timeout_ms) = attempts_and_lease(&args)?;
     let tick_type = match function.sig.inputs.first() {
         Some(syn::FnArg::Typed(t)) => (*t.ty).clone(),
         _ => unreachable!("handling() checked the parameters"),
@@ -173,14 +171,8 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
         every_ms,
         tz,
         catch_up,
-        max_attempts: match args.int("max_attempts") {
-            Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
-            None => DEFAULT_MAX_ATTEMPTS,
-        },
-        ack_timeout_ms: match args.str("ack_timeout") {
-            Some(lit) => lease_length(lit, "ack_timeout")?,
-            None => DEFAULT_ACK_TIMEOUT_MS,
-        },
+        max_attempts,
+        ack_timeout_ms,
         tick_type,
         handling,
     })

@@ -135,18 +135,28 @@ pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
         &payload_then_ack("Message"),
         DEFAULT_CONCURRENCY,
     )?;
+    let (max_attempts, ack_timeout_ms) = attempts_and_lease(&args)?;
     Ok(Listener {
         topic,
-        max_attempts: match args.int("max_attempts") {
+        max_attempts,
+        ack_timeout_ms,
+        handling,
+    })
+}
+
+/// `max_attempts` and `ack_timeout` (ms) of a delay-queue listener: `#[delay_listener]`, and
+/// `#[scheduled]`, whose ticks are delay-queue messages.
+pub(crate) fn attempts_and_lease(args: &Args) -> syn::Result<(u32, u64)> {
+    Ok((
+        match args.int("max_attempts") {
             Some(lit) => bounded(lit, "max_attempts", MAX_MAX_ATTEMPTS)?,
             None => DEFAULT_MAX_ATTEMPTS,
         },
-        ack_timeout_ms: match args.str("ack_timeout") {
+        match args.str("ack_timeout") {
             Some(lit) => lease_length(lit, "ack_timeout")?,
             None => DEFAULT_ACK_TIMEOUT_MS,
         },
-        handling,
-    })
+    ))
 }
 
 /// The options of `#[stream_listener]`.

@@ -1,60 +1,22 @@
-//! One function per command; each prints a table, or JSON with `--json`.
+//! One function per command; each prints a table, or JSON with `--json`. The dead-letter
+//! commands are in dead.rs, the schedule commands in schedules.rs.
+
+mod dead;
+mod outcome;
+mod schedules;
 
 use std::time::SystemTime;
 
-use delayq_core::{Cancelled, MessageId, Producer, SendOptions, SendOutcome};
+use delayq_core::{Cancelled, Producer, SendOptions, SendOutcome};
 use serde_json::{json, Value};
 
-use crate::args::{Cli, Command, DeadCommand, DeadTarget, ScheduleCommand, SendArgs};
+use outcome::{emit, known_topic, message_id, warn_unreadable, Outcome};
+
+use crate::args::{Cli, Command, SendArgs};
 use crate::dashboard;
 use crate::failure::Failure;
-use crate::namespace::{
-    all_rooms, all_schedules, all_stats, all_streams, change_dead, connect, DeadAction, Entry,
-};
+use crate::namespace::{all_rooms, all_stats, all_streams, connect, Entry};
 use crate::report::{self, table};
-
-type Outcome = Result<(), Failure>;
-
-/// What a command prints: JSON for `--json` (exact), else the table (or line) people read,
-/// with control characters escaped (`report::printable_lines`).
-fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
-    if json {
-        println!("{value}");
-    } else {
-        println!("{}", report::printable_lines(&human()));
-    }
-}
-
-/// Fails (exit 1) unless `topic` is registered in the namespace: a typo should not look
-/// like an empty topic.
-async fn known_topic(p: &Producer, topic: &str) -> Outcome {
-    delayq_core::validate_topic(topic)?;
-    let topics = p.topics().await?;
-    if topics.iter().any(|t| t == topic) {
-        return Ok(());
-    }
-    let known = if topics.is_empty() {
-        "none yet".to_string()
-    } else {
-        topics.join(", ")
-    };
-    Err(Failure::Failed(format!(
-        "no topic {topic:?} in namespace {:?} (known: {known}); check the name, or --namespace / DELAYQ_NAMESPACE",
-        p.namespace()
-    )))
-}
-
-fn message_id(id: &str) -> Result<MessageId, Failure> {
-    Ok(MessageId::new(id)?)
-}
-
-/// Warns on stderr how many entries could not be read (their rows say why).
-fn warn_unreadable<T>(entries: &[Entry<T>], what: &str) {
-    let bad = entries.iter().filter(|e| e.read.is_err()).count();
-    if bad > 0 {
-        eprintln!("warning: {bad} {what} could not be read (see their rows)");
-    }
-}
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
     let p = connect(&cli.redis_url, &cli.namespace).await?;
@@ -162,7 +124,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 }
             }
         }
-        Command::Dead(dead) => dead_command(&p, json, dead).await?,
+        Command::Dead(dead) => dead::run(&p, json, dead).await?,
         Command::Streams => {
             let streams = all_streams(&p).await?;
             warn_unreadable(&streams, "streams");
@@ -212,20 +174,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 },
             );
         }
-        Command::Schedules { action: None } => schedules(&p, json).await?,
-        Command::Schedules {
-            action: Some(ScheduleCommand::Remove { name }),
-        } => {
-            if !p.remove_schedule(&name).await? {
-                return Err(Failure::NotFound(format!(
-                    "no schedule {name:?} in namespace {:?}",
-                    p.namespace()
-                )));
-            }
-            emit(json, json!({ "removed": name }), || {
-                format!("removed schedule {name}")
-            });
-        }
+        Command::Schedules { action } => schedules::run(&p, json, action).await?,
         Command::Dashboard {
             listen,
             allow_writes,
@@ -260,80 +209,6 @@ async fn send(p: &Producer, json: bool, args: SendArgs) -> Outcome {
         json,
         json!({"id": id.as_str(), "outcome": word, "topic": args.topic}),
         || format!("{id}: {word} on {}", args.topic),
-    );
-    Ok(())
-}
-
-async fn dead_command(p: &Producer, json: bool, command: DeadCommand) -> Outcome {
-    let now = SystemTime::now();
-    match command {
-        DeadCommand::List { topic, limit } => {
-            known_topic(p, &topic).await?;
-            let letters = p.dead_letters(&topic, 0..limit).await?;
-            emit(
-                json,
-                json!(letters.iter().map(report::dead_json).collect::<Vec<_>>()),
-                || {
-                    let mut t = table(report::DEAD_HEADER);
-                    for d in &letters {
-                        t.add_row(report::dead_row(d, now));
-                    }
-                    t.to_string()
-                },
-            );
-        }
-        DeadCommand::Show { topic, id } => {
-            known_topic(p, &topic).await?;
-            let id = message_id(&id)?;
-            let Some(letter) = p.dead_letter(&topic, &id).await? else {
-                return Err(Failure::Failed(format!("{id} is not dead on {topic}")));
-            };
-            emit(json, report::dead_json(&letter), || {
-                report::dead_detail(&letter, now).to_string()
-            });
-        }
-        DeadCommand::Replay(target) => dead_change(p, json, DeadAction::Replay, target).await?,
-        DeadCommand::Purge(target) => dead_change(p, json, DeadAction::Purge, target).await?,
-    }
-    Ok(())
-}
-
-async fn dead_change(p: &Producer, json: bool, action: DeadAction, target: DeadTarget) -> Outcome {
-    let DeadTarget { topic, id, all } = target;
-    known_topic(p, &topic).await?;
-    let id = match (id, all) {
-        (_, true) => None,
-        (Some(id), false) => Some(message_id(&id)?),
-        (None, false) => return Err(Failure::Usage("name an id, or --all".into())),
-    };
-    let n = change_dead(p, &topic, id.as_ref(), action).await?;
-    let done = action.done();
-    emit(json, json!({"topic": topic, done: n}), || {
-        format!("{done} {n} on {topic}")
-    });
-    Ok(())
-}
-
-async fn schedules(p: &Producer, json: bool) -> Outcome {
-    let all = all_schedules(p).await?;
-    warn_unreadable(&all, "schedules");
-    let now = SystemTime::now();
-    emit(
-        json,
-        json!(all
-            .iter()
-            .map(|e| e.json("schedule", report::schedule_json))
-            .collect::<Vec<_>>()),
-        || {
-            let mut t = table(report::SCHEDULES_HEADER);
-            for e in &all {
-                t.add_row(match &e.read {
-                    Ok(s) => report::schedule_row(s, now),
-                    Err(why) => report::error_row(&e.name, why, report::SCHEDULES_HEADER.len()),
-                });
-            }
-            t.to_string()
-        },
     );
     Ok(())
 }
