@@ -42,7 +42,11 @@ scripts!(
 /// KEYS[8] where, KEYS[9] farinfo, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
-fn on_topic(script: &'static Script, k: &TopicKeys, far: &Buckets) -> ScriptInvocation<'static> {
+pub(super) fn on_topic(
+    script: &'static Script,
+    k: &TopicKeys,
+    far: &Buckets,
+) -> ScriptInvocation<'static> {
     let mut inv = script.key(&k.delayed);
     inv.key(&k.inflight)
         .key(&k.msg)
@@ -310,46 +314,3 @@ pub const WAKE_BOSS: &[u8] = b"d";
 /// The payload of a wake-up that tells the back pool a claim landed in an empty `inflight`
 /// (`WAKE_BACK` in `prelude.lua`).
 pub const WAKE_BACK: &[u8] = b"i";
-
-/// The ticks of one schedule call (`tick.lua`): fenced by `record`'s `next`.
-pub(crate) struct Ticks<'a> {
-    /// The schedule's record (in the topic's slot): the last key.
-    pub record: &'a str,
-    /// Its `next` as read, and the `next` after these ticks.
-    pub expected_next: &'a str,
-    pub new_next: u64,
-    /// Ticks skipped since the last one produced.
-    pub missed: u64,
-    /// Each tick's attempts (0: the listener's default).
-    pub max_attempts: u32,
-    /// `(id, unix ms)` of each tick.
-    pub ticks: &'a [(MessageId, u64)],
-    /// Ticks written ahead earlier that the catch-up policy skips if they still wait
-    /// unclaimed, due before `stale_before` (unix ms).
-    pub stale: &'a [MessageId],
-    pub stale_before: u64,
-}
-
-pub(crate) fn tick(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.tick, k, far);
-    inv.key(t.record)
-        .arg(t.expected_next)
-        .arg(t.new_next)
-        .arg(t.missed)
-        .arg(t.max_attempts)
-        .arg(t.stale_before)
-        .arg(t.stale.len());
-    for id in t.stale {
-        inv.arg(id.as_str());
-    }
-    for (id, at) in t.ticks {
-        inv.arg(id.as_str()).arg(*at);
-    }
-    inv
-}
-
-pub(crate) fn state(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.state, k, far);
-    inv.arg(id.as_str());
-    inv
-}

@@ -3,7 +3,9 @@
 
 use super::buckets::{declaring, Buckets};
 use super::keys::TopicKeys;
-use super::scripts::{self, Ticks};
+use redis::ScriptInvocation;
+
+use super::scripts::{on_topic, SCRIPTS};
 use crate::connection::RedisConn;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -40,8 +42,7 @@ pub async fn send_ticks(conn: &RedisConn, keys: &TopicKeys, ticks: &Ticks<'_>) -
     for (id, at) in ticks.ticks {
         far = far.due(keys, *at).id(keys, id);
     }
-    let reply: redis::Value =
-        declaring(conn, keys, far, |far| scripts::tick(keys, far, ticks)).await?;
+    let reply: redis::Value = declaring(conn, keys, far, |far| tick_call(keys, far, ticks)).await?;
     match reply {
         redis::Value::Int(n) => Ok(TickCall::Produced(usize::try_from(n).unwrap_or(0))),
         other => match redis::from_redis_value::<String>(other.clone()) {
@@ -55,7 +56,7 @@ pub async fn send_ticks(conn: &RedisConn, keys: &TopicKeys, ticks: &Ticks<'_>) -
 pub async fn state_of(conn: &RedisConn, keys: &TopicKeys, id: &MessageId) -> Result<MessageState> {
     let far = Buckets::default().id(keys, id);
     let (state, attempt): (String, u32) =
-        declaring(conn, keys, far, |far| scripts::state(keys, far, id)).await?;
+        declaring(conn, keys, far, |far| state_call(keys, far, id)).await?;
     Ok(match state.as_str() {
         "inflight" => MessageState::InFlight,
         "dead" => MessageState::Dead,
@@ -63,4 +64,47 @@ pub async fn state_of(conn: &RedisConn, keys: &TopicKeys, id: &MessageId) -> Res
         "none" => MessageState::Gone,
         other => return Err(Error::unexpected("state", &other)),
     })
+}
+
+/// The ticks of one schedule call (`tick.lua`): fenced by `record`'s `next`.
+pub(crate) struct Ticks<'a> {
+    /// The schedule's record (in the topic's slot): the last key.
+    pub record: &'a str,
+    /// Its `next` as read, and the `next` after these ticks.
+    pub expected_next: &'a str,
+    pub new_next: u64,
+    /// Ticks skipped since the last one produced.
+    pub missed: u64,
+    /// Each tick's attempts (0: the listener's default).
+    pub max_attempts: u32,
+    /// `(id, unix ms)` of each tick.
+    pub ticks: &'a [(MessageId, u64)],
+    /// Ticks written ahead earlier that the catch-up policy skips if they still wait
+    /// unclaimed, due before `stale_before` (unix ms).
+    pub stale: &'a [MessageId],
+    pub stale_before: u64,
+}
+
+fn tick_call(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.tick, k, far);
+    inv.key(t.record)
+        .arg(t.expected_next)
+        .arg(t.new_next)
+        .arg(t.missed)
+        .arg(t.max_attempts)
+        .arg(t.stale_before)
+        .arg(t.stale.len());
+    for id in t.stale {
+        inv.arg(id.as_str());
+    }
+    for (id, at) in t.ticks {
+        inv.arg(id.as_str()).arg(*at);
+    }
+    inv
+}
+
+fn state_call(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
+    let mut inv = on_topic(&SCRIPTS.state, k, far);
+    inv.arg(id.as_str());
+    inv
 }

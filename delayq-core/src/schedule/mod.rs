@@ -8,12 +8,14 @@
 //!
 //! - `calendar.rs`: when ticks fall (croner patterns in jiff time zones, or an interval).
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
-//! - `store.rs`: records and the index; `upsert_schedule`, `remove_schedule`, `schedules`.
+//! - `records.rs`: the records and the index, and reading them.
+//! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
 //! - `produce.rs`: writing the ticks that are due (the runtime calls it).
 //! - `scripts/schedule/upsert.lua`; the ticks themselves: `scripts/delay/tick.lua`.
 
 mod calendar;
 mod produce;
+mod records;
 mod spec;
 mod store;
 

@@ -3,8 +3,8 @@
 //! call is fenced on the record's `next`, so exactly one writes it.
 
 use super::calendar::Calendar;
+use super::records::{record_key, tick_id, Fields};
 use super::spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
-use super::store::{record_key, tick_id, Fields};
 use crate::delay::{send_ticks, TickCall, Ticks, TopicKeys};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
