@@ -60,6 +60,8 @@ pub use time::MAX_DUE_MS;
 pub mod protocol {
     pub use crate::catalog::{registry_key, Registered};
     pub use crate::connection::{AnyConn, Deployment, RedisConn, SentinelSpec};
+    #[cfg(feature = "testing")]
+    pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
         ClaimBatch, Delivery, Envelope, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
         MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS,

@@ -57,6 +57,7 @@ extern crate self as delayq_runtime;
 //   schedule/  #[scheduled] fns and the tick producer (builds on delay/: the one system
 //              another imports)
 //   runtime/   builder, spawn, handle and shutdown, start(), gauges (the top layer)
+//   testing/   the test kit for users (feature `testing`; on top, like runtime/)
 // Shared by the systems: handler (the shapes a listener may have), worker (running one
 // delivery), ack, settle, books, ack_batcher, lead (a body under a leader lease), health,
 // options, meter, registry.
@@ -76,6 +77,8 @@ mod runtime;
 mod schedule;
 mod settle;
 mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod worker;
 
 pub use ack::Ack;

@@ -10,6 +10,7 @@
 //! - `queue.rs`: the consumer side (claim, ack, nack, extend, release, requeue) the runtime drives.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek).
 //! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
+//! - `travel.rs` (feature `testing` only): the test kit's time travel.
 
 mod buckets;
 mod call;
@@ -22,6 +23,8 @@ mod scripts;
 mod send;
 mod send_options;
 mod ticks;
+#[cfg(feature = "testing")]
+mod travel;
 
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
@@ -32,3 +35,5 @@ pub use scripts::{WAKE_BACK, WAKE_BOSS};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};
+#[cfg(feature = "testing")]
+pub use travel::{idle_state, travel};

@@ -8,11 +8,11 @@ use super::keys::TopicKeys;
 use crate::id::MessageId;
 use crate::script::scripts;
 
-const PRELUDE: &str = include_str!("../scripts/delay/prelude.lua");
+pub(super) const PRELUDE: &str = include_str!("../scripts/delay/prelude.lua");
 /// The far buckets' part of the delay queue's prelude.
-const FAR: &str = include_str!("../scripts/delay/far.lua");
+pub(super) const FAR: &str = include_str!("../scripts/delay/far.lua");
 /// Storing, removing and promoting far messages.
-const FAR_PLACE: &str = include_str!("../scripts/delay/far_place.lua");
+pub(super) const FAR_PLACE: &str = include_str!("../scripts/delay/far_place.lua");
 
 scripts!(
     Scripts,

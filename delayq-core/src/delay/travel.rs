@@ -1,0 +1,63 @@
+//! Time travel for the test kit (feature `testing`; nothing here exists without it): make
+//! what is due within a duration due now, and tell whether a topic is idle. Two scripts of
+//! their own (`scripts/delay/travel.lua`, `idle.lua`): no production script changes.
+
+use super::buckets::{declaring, Buckets};
+use super::keys::TopicKeys;
+use super::scripts::{on_topic, FAR, FAR_PLACE, PRELUDE};
+use crate::error::Result;
+use crate::producer::Producer;
+use crate::script::scripts;
+
+scripts!(
+    TravelScripts,
+    TRAVEL_SCRIPTS,
+    "delay/",
+    format!("{PRELUDE}\n{FAR}\n{FAR_PLACE}"),
+    [travel, idle]
+);
+
+/// Everything of `topic` due within `ms` (delayed messages, retry backoffs, far buckets)
+/// becomes due now, in due order; returns how many messages that was.
+pub async fn travel(producer: &Producer, topic: &str, ms: u64) -> Result<u64> {
+    let conn = &producer.conn;
+    let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;
+    let mut moved = 0;
+    loop {
+        // Every far bucket is declared, so that any whose time comes can be promoted.
+        let far_key = &keys.far;
+        let buckets: Vec<i64> = conn
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(far_key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let far = buckets
+            .into_iter()
+            .fold(Buckets::default(), |far, b| far.bucket(Some(b)));
+        let (n, more): (u64, u8) = declaring(conn, keys, far, |far| {
+            let mut inv = on_topic(&TRAVEL_SCRIPTS.travel, keys, far);
+            inv.arg(ms);
+            inv
+        })
+        .await?;
+        moved += n;
+        if more == 0 {
+            return Ok(moved);
+        }
+    }
+}
+
+/// `(due now, claimed)` of `topic`: it is idle when both are 0.
+pub async fn idle_state(producer: &Producer, topic: &str) -> Result<(u64, u64)> {
+    let conn = &producer.conn;
+    let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;
+    declaring(conn, keys, Buckets::default(), |far| {
+        on_topic(&TRAVEL_SCRIPTS.idle, keys, far)
+    })
+    .await
+}

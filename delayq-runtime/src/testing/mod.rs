@@ -1,0 +1,276 @@
+//! Test your own listeners on real Redis, with time travel (feature `testing`; nothing of it
+//! exists without the feature, and production code pays nothing for it).
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use delayq_runtime::{delay_listener, testing::TestRuntime};
+//! # #[derive(serde::Serialize, serde::Deserialize)] struct OrderTimeout { order_id: u64 }
+//! # #[delay_listener(topic = "order.timeout")] async fn close(_m: OrderTimeout) {}
+//! # async fn t() -> Result<(), delayq_runtime::Error> {
+//! let t = TestRuntime::start().await?;     // real redis-server, a namespace of its own
+//! t.producer().send("order.timeout", &OrderTimeout { order_id: 7 }, Duration::from_secs(1800)).await?;
+//! t.advance(Duration::from_secs(1800)).await?; // all due within 30 min is due now, in due order
+//! t.run_until_idle().await?;                   // nothing due, claimed or running
+//! assert_eq!(t.handled("order.timeout").await?.ok, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! - Redis: `DELAYQ_TEST_REDIS_URL` when set, else one throwaway `redis-server` from `PATH` per
+//!   test binary, on a free loopback port, gone when the binary exits.
+//! - Each `TestRuntime` has a namespace of its own, so tests in one binary run in parallel and
+//!   never see each other's messages; it runs the binary's `#[delay_listener]`s and
+//!   `#[scheduled]` fns (narrow with `.topics([..])` and `.schedules([..])`; stream listeners
+//!   and leader tasks are not run). Dropping it stops them and deletes its keys.
+//! - `advance(d)` makes what is due within `d` due now: delayed messages, far ones, retry
+//!   backoffs, and the ticks of its schedules (and of dynamic schedules on its topics), in due
+//!   order; `Message::due_at()` and `Tick::scheduled_at()` still report the original times.
+//!   Claims in flight keep their ack deadlines.
+
+mod server;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use delayq_core::protocol::{idle_state, travel, Produced};
+use delayq_core::{DeadLetter, Error, Outcomes, PendingMessage, Producer, Result};
+
+pub use server::TEST_REDIS_URL_VAR;
+
+use crate::delay::all_listeners;
+use crate::runtime::{Runtime, RuntimeHandle};
+use crate::schedule::all_schedules;
+
+/// How long `run_until_idle` waits by default.
+pub const IDLE_WAIT: Duration = Duration::from_secs(10);
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A runtime for one test: real Redis, its own namespace, time travel. See the module docs.
+pub struct TestRuntime {
+    handle: Option<RuntimeHandle>,
+    producer: Producer,
+    url: String,
+    namespace: String,
+    topics: Vec<String>,
+}
+
+/// Which listeners a [`TestRuntime`] runs.
+#[derive(Debug, Default, Clone)]
+pub struct TestRuntimeBuilder {
+    topics: Option<Vec<String>>,
+    schedules: Option<Vec<String>>,
+}
+
+impl TestRuntimeBuilder {
+    /// Runs only the `#[delay_listener]`s of these topics (and, unless `.schedules(..)` says
+    /// otherwise, no `#[scheduled]` fn).
+    pub fn topics<I, S>(mut self, topics: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.topics = Some(topics.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Runs only these `#[scheduled]` fns (and, unless `.topics(..)` says otherwise, no
+    /// `#[delay_listener]`).
+    pub fn schedules<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.schedules = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Starts it (and the binary's Redis, the first time). Fails when there is no Redis to
+    /// use (the error says what to install), or as `Runtime::builder().spawn()` fails.
+    pub async fn start(self) -> Result<TestRuntime> {
+        let url = server::redis_url()?;
+        let namespace = format!(
+            "test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let (topics, schedules) = match (self.topics, self.schedules) {
+            (None, None) => (
+                all_listeners()?
+                    .iter()
+                    .map(|r| r.topic.to_string())
+                    .collect(),
+                all_schedules()?
+                    .iter()
+                    .map(|r| r.name.to_string())
+                    .collect(),
+            ),
+            (t, s) => (t.unwrap_or_default(), s.unwrap_or_default()),
+        };
+        let handle = Runtime::builder()
+            .redis_url(&url)
+            .namespace(&namespace)
+            .topics(topics.clone())
+            .schedules(schedules.clone())
+            .leader_tasks(Vec::<String>::new())
+            .streams(Vec::<String>::new())
+            .shutdown_grace(Duration::from_secs(1))
+            .spawn()
+            .await?;
+        let mut topics = topics;
+        topics.extend(schedules);
+        Ok(TestRuntime {
+            producer: handle.producer(),
+            handle: Some(handle),
+            url,
+            namespace,
+            topics,
+        })
+    }
+}
+
+impl TestRuntime {
+    /// Every `#[delay_listener]` and `#[scheduled]` fn of the test binary, in a namespace of
+    /// its own.
+    pub async fn start() -> Result<TestRuntime> {
+        TestRuntime::builder().start().await
+    }
+
+    /// Choose what it runs.
+    pub fn builder() -> TestRuntimeBuilder {
+        TestRuntimeBuilder::default()
+    }
+
+    /// A producer on its Redis and namespace.
+    pub fn producer(&self) -> Producer {
+        self.producer.clone()
+    }
+
+    /// The Redis it uses (the binary's throwaway server, or `DELAYQ_TEST_REDIS_URL`).
+    pub fn redis_url(&self) -> &str {
+        &self.url
+    }
+
+    /// Its namespace (`test-<pid>-<n>`).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Everything due within `d` becomes due now, in due order: delayed messages, far ones,
+    /// retry backoffs, and the ticks of its schedules and of dynamic schedules on its topics.
+    /// Handlers see the original due times. Returns once they are due (call
+    /// [`run_until_idle`](Self::run_until_idle) to let them run).
+    pub async fn advance(&self, d: Duration) -> Result<()> {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4);
+        let now = self.producer.redis_now_ms().await?;
+        for (name, topic) in self.producer.schedule_index().await? {
+            if !self.topics.contains(&topic) {
+                continue;
+            }
+            let Some(mut state) = self.producer.schedule_state(&name).await? else {
+                continue;
+            };
+            for _ in 0..10_000 {
+                match self.producer.produce_ticks(&mut state, now, ms).await? {
+                    Produced::Ticks { .. } if state.next <= now + ms => continue,
+                    Produced::Stale => match self.producer.schedule_state(&name).await? {
+                        Some(fresh) => state = fresh,
+                        None => break,
+                    },
+                    _ => break,
+                }
+            }
+        }
+        for topic in &self.topics {
+            travel(&self.producer, topic, ms).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until nothing is due, claimed or running on any of its topics, at most
+    /// [`IDLE_WAIT`]; the error names what is still pending.
+    pub async fn run_until_idle(&self) -> Result<()> {
+        self.run_until_idle_within(IDLE_WAIT).await
+    }
+
+    /// [`run_until_idle`](Self::run_until_idle), waiting at most `limit`.
+    pub async fn run_until_idle_within(&self, limit: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let mut busy = Vec::new();
+            for topic in &self.topics {
+                let (due, claimed) = idle_state(&self.producer, topic).await?;
+                if due > 0 || claimed > 0 {
+                    busy.push(format!("{topic}: {due} due, {claimed} claimed or running"));
+                }
+            }
+            if busy.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Config(format!(
+                    "not idle after {limit:?}: {}",
+                    busy.join("; ")
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Handler outcomes of `topic` (the counters the scripts keep for the last minute or two).
+    pub async fn handled(&self, topic: &str) -> Result<Outcomes> {
+        Ok(self.producer.topic_stats(topic).await?.last_minute)
+    }
+
+    /// The dead letters of `topic`, oldest first (the first 1,000).
+    pub async fn dead_letters(&self, topic: &str) -> Result<Vec<DeadLetter>> {
+        self.producer.dead_letters(topic, 0..1_000).await
+    }
+
+    /// The messages of `topic` waiting for their time, next due first (the first 1,000).
+    pub async fn pending(&self, topic: &str) -> Result<Vec<PendingMessage>> {
+        self.producer.peek(topic, 0..1_000).await
+    }
+
+    /// Stops its listeners gracefully, then deletes its keys.
+    pub async fn shutdown(mut self) -> Result<()> {
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown().await?;
+        }
+        delete_namespace(&self.url, &self.namespace);
+        Ok(())
+    }
+}
+
+impl Drop for TestRuntime {
+    fn drop(&mut self) {
+        // Dropping the handle stops its tasks at their next await.
+        if self.handle.take().is_none() {
+            return;
+        }
+        delete_namespace(&self.url, &self.namespace);
+        // A task cut off mid-call may still write once: delete again once they are gone.
+        let (url, namespace) = (self.url.clone(), self.namespace.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            delete_namespace(&url, &namespace);
+        });
+    }
+}
+
+/// Deletes every key of `namespace` (best effort: a test's end must not fail on it).
+fn delete_namespace(url: &str, namespace: &str) {
+    use redis::Commands;
+    let Ok(mut c) = redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+    else {
+        return;
+    };
+    let pattern = format!("{namespace}:*");
+    let keys: Vec<String> = match c.scan_match::<_, String>(&pattern) {
+        Ok(iter) => iter.filter_map(|k| k.ok()).collect(),
+        Err(_) => return,
+    };
+    for chunk in keys.chunks(500) {
+        let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(chunk).query(&mut c);
+    }
+}

@@ -1,0 +1,234 @@
+//! The test kit users test their own listeners with (`delayq_runtime::testing`, feature
+//! `testing`): twenty runtimes in parallel in one binary never see each other's messages;
+//! `advance` never delivers a message before one due earlier in its topic and keeps the
+//! original due times; a manual-ack listener's `Ack` works; retries with a long backoff and a
+//! daily schedule pass in well under a second; dropping a runtime leaves no keys.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use delayq_dev::Seen;
+use delayq_runtime::testing::TestRuntime;
+use delayq_runtime::{delay_listener, scheduled, Ack, Message, SendOptions, Tick};
+
+fn ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+static ECHO: Seen<(u32, u32)> = Seen::new();
+
+#[delay_listener(topic = "kit.echo")]
+async fn echo(msg: (u32, u32)) {
+    ECHO.push(msg);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_runtimes_in_parallel_see_only_their_own_messages() {
+    let runs = (0..20u32).map(|i| {
+        tokio::spawn(async move {
+            let t = TestRuntime::builder()
+                .topics(["kit.echo"])
+                .start()
+                .await
+                .unwrap();
+            for j in 0..25u32 {
+                t.producer()
+                    .send(
+                        "kit.echo",
+                        &(i, j),
+                        Duration::from_secs(60 * (j as u64 % 5)),
+                    )
+                    .await
+                    .unwrap();
+            }
+            t.advance(Duration::from_secs(300)).await.unwrap();
+            t.run_until_idle().await.unwrap();
+            let handled = t.handled("kit.echo").await.unwrap();
+            let stats = t.producer().counts("kit.echo").await.unwrap();
+            (i, handled.ok, stats, t.namespace().to_string())
+        })
+    });
+    let mut namespaces = std::collections::BTreeSet::new();
+    for run in runs {
+        let (i, ok, counts, ns) = run.await.unwrap();
+        assert_eq!(ok, 25, "runtime {i} handled {ok} in its namespace");
+        assert_eq!(counts, Default::default(), "runtime {i}: {counts:?}");
+        namespaces.insert(ns);
+    }
+    assert_eq!(namespaces.len(), 20);
+    // (The drop test below sends to kit.echo too, as runtime 99.)
+    let mut all: Vec<(u32, u32)> = ECHO.all().into_iter().filter(|(i, _)| *i < 20).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        500,
+        "every message handled once, by its own runtime's listener"
+    );
+}
+
+static ORDER: Seen<(u64, u64)> = Seen::new();
+
+#[delay_listener(topic = "kit.order", concurrency = 1)]
+async fn in_order(msg: Message<u64>) {
+    ORDER.push((*msg.payload(), ms(msg.due_at())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advance_delivers_in_due_order_and_keeps_the_due_times() {
+    let t = TestRuntime::builder()
+        .topics(["kit.order"])
+        .start()
+        .await
+        .unwrap();
+    let p = t.producer();
+    let sent = ms(SystemTime::now());
+    // Minutes out of order, one a day away (a far bucket), one due now.
+    let minutes = [37u64, 3, 59, 0, 12, 24 * 60, 44, 1, 30, 7];
+    for m in minutes {
+        // Ids that sort against due order, so that only the due times can order them.
+        let id = format!("order-{}", 9_999 - m);
+        let options = SendOptions::new().id(id).delay(Duration::from_secs(60 * m));
+        p.send_with("kit.order", &m, options).await.unwrap();
+    }
+    t.advance(Duration::from_secs(3_600)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    let got = ORDER.all();
+    let order: Vec<u64> = got.iter().map(|(m, _)| *m).collect();
+    assert_eq!(order, [0, 1, 3, 7, 12, 30, 37, 44, 59], "not in due order");
+    for (m, due) in &got {
+        let expected = sent + m * 60_000;
+        assert!(
+            due.abs_diff(expected) < 2_000,
+            "{m} min: due_at {due}, sent at {sent}"
+        );
+    }
+    assert_eq!(
+        t.pending("kit.order").await.unwrap().len(),
+        1,
+        "the one a day away waits"
+    );
+    t.advance(Duration::from_secs(24 * 3_600)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(ORDER.all().last().unwrap().0, 24 * 60);
+    assert!(t.pending("kit.order").await.unwrap().is_empty());
+}
+
+static MANUAL: Seen<u32> = Seen::new();
+
+#[delay_listener(topic = "kit.manual", ack_timeout = "30s")]
+async fn manual(msg: Message<u32>, ack: Ack) {
+    MANUAL.push(msg.attempt());
+    if msg.attempt() == 1 {
+        ack.nack("not yet").await.unwrap();
+    } else {
+        ack.ack().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_ack_listener_acks_and_nacks_under_the_kit() {
+    let t = TestRuntime::builder()
+        .topics(["kit.manual"])
+        .start()
+        .await
+        .unwrap();
+    t.producer()
+        .send("kit.manual", &1u32, Duration::from_secs(600))
+        .await
+        .unwrap();
+    t.advance(Duration::from_secs(600)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(MANUAL.all(), [1], "nacked once, waiting for its backoff");
+    t.advance(Duration::from_secs(60)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(MANUAL.all(), [1, 2]);
+    let handled = t.handled("kit.manual").await.unwrap();
+    assert_eq!((handled.ok, handled.retry, handled.dead), (1, 1, 0));
+}
+
+#[delay_listener(topic = "kit.fail", max_attempts = 3, backoff = "fixed(10m)")]
+async fn always_fails(_msg: u32) -> Result<(), String> {
+    Err("card declined".into())
+}
+
+static DAILY: Seen<(u64, u32, u64)> = Seen::new();
+
+#[scheduled(name = "kit.daily", cron = "0 9 * * *", tz = "Europe/Berlin")]
+async fn daily(tick: Tick) {
+    DAILY.push((ms(tick.scheduled_at()), tick.attempt(), tick.missed()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_with_a_ten_minute_backoff_and_a_daily_tick_take_under_a_second() {
+    let started = Instant::now();
+    let t = TestRuntime::builder()
+        .topics(["kit.fail"])
+        .schedules(["kit.daily"])
+        .start()
+        .await
+        .unwrap();
+    t.producer()
+        .send("kit.fail", &7u32, Duration::ZERO)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        t.run_until_idle().await.unwrap();
+        t.advance(Duration::from_secs(600)).await.unwrap();
+    }
+    t.run_until_idle().await.unwrap();
+    let dead = t.dead_letters("kit.fail").await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].attempts, dead[0].last_error.as_deref()),
+        (3, Some("card declined"))
+    );
+    // A day ahead: the daily tick at 09:00 Berlin runs once, with its nominal time.
+    t.advance(Duration::from_secs(24 * 3_600)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    let ticks = DAILY.all();
+    assert_eq!(ticks.len(), 1, "{ticks:?}");
+    let (at, attempt, missed) = ticks[0];
+    assert_eq!((attempt, missed), (1, 0));
+    assert_eq!(at % 3_600_000, 0, "on the hour");
+    assert!(
+        at > ms(SystemTime::now()),
+        "its nominal time, still ahead: {at}"
+    );
+    let elapsed = started.elapsed();
+    println!("three attempts 10 min apart and a daily tick in {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_test_runtime_leaves_no_keys() {
+    let t = TestRuntime::builder()
+        .topics(["kit.echo"])
+        .start()
+        .await
+        .unwrap();
+    let ns = t.namespace().to_string();
+    let p = t.producer();
+    p.send("kit.echo", &(99u32, 0u32), Duration::from_secs(3 * 86_400))
+        .await
+        .unwrap();
+    p.send("kit.echo", &(99u32, 1u32), Duration::ZERO)
+        .await
+        .unwrap();
+    t.run_until_idle().await.unwrap();
+    let url = t.redis_url().to_string();
+    let count = |url: &str| -> Vec<String> {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        redis::cmd("KEYS")
+            .arg(format!("{ns}:*"))
+            .query(&mut c)
+            .unwrap()
+    };
+    assert!(
+        count(&url).len() > 5,
+        "the runtime wrote its keys: {:?}",
+        count(&url)
+    );
+    drop(t);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(count(&url).is_empty(), "keys left: {:?}", count(&url));
+}
