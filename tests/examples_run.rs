@@ -152,3 +152,55 @@ fn schedules_prints_the_next_ticks_and_runs_the_heartbeat() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*schedule*").query(&mut c).unwrap();
     assert!(keys.iter().all(|k| !k.contains(":schedule:")), "{keys:?}");
 }
+
+#[test]
+fn testing_tests_a_half_hour_timeout_retries_and_a_daily_tick_in_well_under_a_second() {
+    let server = RedisServer::start();
+    let out = run_example("testing", &server);
+    for line in [
+        "ok  closes an unpaid order after 30 minutes",
+        "ok  dead-letters a payment declined 3 times, 10 minutes apart",
+        "ok  runs tomorrow's 09:00 Berlin report",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    // Each in well under a second.
+    for line in out.lines().filter(|l| l.starts_with("ok ")) {
+        let ms: u64 = line
+            .rsplit(" in ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" ms")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(ms < 1_000, "{line}");
+    }
+}
+
+#[test]
+fn the_test_kit_says_what_to_install_without_redis() {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("testing");
+    let out = Command::new(&path)
+        .env("PATH", "/nonexistent")
+        .env_remove("DELAYQ_TEST_REDIS_URL")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for says in [
+        "no `redis-server` on PATH",
+        "DELAYQ_TEST_REDIS_URL",
+        "apt-get install redis-server",
+    ] {
+        assert!(stderr.contains(says), "{says:?} missing: {stderr}");
+    }
+}

@@ -161,6 +161,7 @@ async fn daily(tick: Tick) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_with_a_ten_minute_backoff_and_a_daily_tick_take_under_a_second() {
     let started = Instant::now();
+    let started_at = SystemTime::now();
     let t = TestRuntime::builder()
         .topics(["kit.fail"])
         .schedules(["kit.daily"])
@@ -186,13 +187,14 @@ async fn retries_with_a_ten_minute_backoff_and_a_daily_tick_take_under_a_second(
     t.advance(Duration::from_secs(24 * 3_600)).await.unwrap();
     t.run_until_idle().await.unwrap();
     let ticks = DAILY.all();
-    assert_eq!(ticks.len(), 1, "{ticks:?}");
-    let (at, attempt, missed) = ticks[0];
-    assert_eq!((attempt, missed), (1, 0));
-    assert_eq!(at % 3_600_000, 0, "on the hour");
+    let times: Vec<u64> = ticks.iter().map(|t| t.0).collect();
+    let passed = Duration::from_secs(24 * 3_600 + 1_800);
+    assert_eq!(times, nine_in_berlin_within(started_at, passed));
+    assert!(ticks.iter().all(|t| (t.1, t.2) == (1, 0)), "{ticks:?}");
+    let now = ms(SystemTime::now());
     assert!(
-        at > ms(SystemTime::now()),
-        "its nominal time, still ahead: {at}"
+        times.iter().all(|at| *at > now),
+        "nominal times, still ahead: {times:?}"
     );
     let elapsed = started.elapsed();
     println!("three attempts 10 min apart and a daily tick in {elapsed:?}");
@@ -231,4 +233,61 @@ async fn dropping_a_test_runtime_leaves_no_keys() {
     drop(t);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(count(&url).is_empty(), "keys left: {:?}", count(&url));
+}
+
+static SUM: Seen<u64> = Seen::new();
+
+#[delay_listener(topic = "kit.sum")]
+async fn summed(msg: u64) {
+    SUM.push(msg);
+}
+
+static HALVES: Seen<u64> = Seen::new();
+
+#[scheduled(name = "kit.daily.halves", cron = "0 9 * * *", tz = "Europe/Berlin")]
+async fn daily_in_halves(tick: Tick) {
+    HALVES.push(ms(tick.scheduled_at()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advances_add_up_for_messages_and_ticks() {
+    let started = SystemTime::now();
+    let t = TestRuntime::builder()
+        .topics(["kit.sum"])
+        .schedules(["kit.daily.halves"])
+        .start()
+        .await
+        .unwrap();
+    t.producer()
+        .send("kit.sum", &30u64, Duration::from_secs(30 * 60))
+        .await
+        .unwrap();
+    t.advance(Duration::from_secs(30 * 60 - 2)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert!(SUM.is_empty(), "ran two seconds early");
+    t.advance(Duration::from_secs(2)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(SUM.all(), [30]);
+    // The daily tick, 09:00 Berlin, in two halves of a day (plus the half hour above).
+    t.advance(Duration::from_secs(12 * 3_600)).await.unwrap();
+    t.advance(Duration::from_secs(12 * 3_600)).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    let ticks = HALVES.all();
+    let expected = nine_in_berlin_within(started, Duration::from_secs(30 * 60 + 24 * 3_600));
+    assert_eq!(ticks, expected, "the 09:00 ticks within the time passed");
+}
+
+/// The 09:00 Berlin ticks from `from` to `from + passed` (one, or on a daylight-saving day
+/// perhaps none or two), as unix ms.
+fn nine_in_berlin_within(from: SystemTime, passed: Duration) -> Vec<u64> {
+    delayq_runtime::Schedule::cron("0 9 * * *")
+        .unwrap()
+        .tz("Europe/Berlin")
+        .unwrap()
+        .next_ticks(from, 3)
+        .unwrap()
+        .into_iter()
+        .filter(|t| *t <= from + passed)
+        .map(ms)
+        .collect()
 }

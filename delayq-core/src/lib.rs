@@ -70,7 +70,7 @@ pub mod protocol {
     pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
     pub use crate::schedule::{
-        Produced, ScheduleState, CHANGED as SCHEDULES_CHANGED, MISSED_AFTER_MS,
+        tick_id, Produced, ScheduleState, CHANGED as SCHEDULES_CHANGED, MISSED_AFTER_MS,
     };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,

@@ -6,6 +6,7 @@ use super::buckets::{declaring, Buckets};
 use super::keys::TopicKeys;
 use super::scripts::{on_topic, FAR, FAR_PLACE, PRELUDE};
 use crate::error::Result;
+use crate::id::MessageId;
 use crate::producer::Producer;
 use crate::script::scripts;
 
@@ -17,12 +18,19 @@ scripts!(
     [travel, idle]
 );
 
-/// Everything of `topic` due within `ms` (delayed messages, retry backoffs, far buckets)
-/// becomes due now, in due order; returns how many messages that was.
-pub async fn travel(producer: &Producer, topic: &str, ms: u64) -> Result<u64> {
+/// `ms` passes for everything waiting in `topic` (delayed messages, retry backoffs, far
+/// buckets): every due time moves `ms` earlier, in due order; the ticks in `ticks` (written
+/// just now at their nominal times) move a further `extra` ms earlier. Returns how many
+/// messages are due now.
+pub async fn travel(
+    producer: &Producer,
+    topic: &str,
+    ms: u64,
+    ticks: &[MessageId],
+    extra: u64,
+) -> Result<u64> {
     let conn = &producer.conn;
     let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;
-    let mut moved = 0;
     loop {
         // Every far bucket is declared, so that any whose time comes can be promoted.
         let far_key = &keys.far;
@@ -39,15 +47,17 @@ pub async fn travel(producer: &Producer, topic: &str, ms: u64) -> Result<u64> {
         let far = buckets
             .into_iter()
             .fold(Buckets::default(), |far, b| far.bucket(Some(b)));
-        let (n, more): (u64, u8) = declaring(conn, keys, far, |far| {
+        let (due, more): (u64, u8) = declaring(conn, keys, far, |far| {
             let mut inv = on_topic(&TRAVEL_SCRIPTS.travel, keys, far);
             inv.arg(ms);
+            for id in ticks {
+                inv.arg(id.as_str()).arg(extra);
+            }
             inv
         })
         .await?;
-        moved += n;
         if more == 0 {
-            return Ok(moved);
+            return Ok(due);
         }
     }
 }

@@ -23,6 +23,7 @@ use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
 pub use produce::{Produced, ScheduleState, MISSED_AFTER_MS};
+pub use records::tick_id;
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
 pub use store::{ScheduleInfo, TickOutcome};
 

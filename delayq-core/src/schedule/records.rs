@@ -33,7 +33,7 @@ pub(crate) fn record_key(keys: &TopicKeys, name: &str) -> String {
 }
 
 /// The id of a schedule's tick at `at_ms`: the same in every process, so a tick is one message.
-pub(crate) fn tick_id(name: &str, at_ms: u64) -> MessageId {
+pub fn tick_id(name: &str, at_ms: u64) -> MessageId {
     MessageId::from_stored(format!("{name}@{at_ms}"))
 }
 

@@ -21,18 +21,21 @@
 //!   never see each other's messages; it runs the binary's `#[delay_listener]`s and
 //!   `#[scheduled]` fns (narrow with `.topics([..])` and `.schedules([..])`; stream listeners
 //!   and leader tasks are not run). Dropping it stops them and deletes its keys.
-//! - `advance(d)` makes what is due within `d` due now: delayed messages, far ones, retry
-//!   backoffs, and the ticks of its schedules (and of dynamic schedules on its topics), in due
-//!   order; `Message::due_at()` and `Tick::scheduled_at()` still report the original times.
-//!   Claims in flight keep their ack deadlines.
+//! - `advance(d)`: `d` passes for everything that waits (delayed messages, far ones, retry
+//!   backoffs, the ticks of its schedules and of dynamic schedules on its topics): what was
+//!   due within `d` is due now, in due order, and the rest is `d` nearer; advances add up.
+//!   `Message::due_at()` and `Tick::scheduled_at()` still report the original times. Claims
+//!   in flight keep their ack deadlines; a message sent after an advance counts its delay from
+//!   then.
 
 mod server;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use delayq_core::protocol::{idle_state, travel, Produced};
-use delayq_core::{DeadLetter, Error, Outcomes, PendingMessage, Producer, Result};
+use delayq_core::protocol::{idle_state, tick_id, travel, Produced};
+use delayq_core::{DeadLetter, Error, MessageId, Outcomes, PendingMessage, Producer, Result};
 
 pub use server::TEST_REDIS_URL_VAR;
 
@@ -52,6 +55,8 @@ pub struct TestRuntime {
     url: String,
     namespace: String,
     topics: Vec<String>,
+    /// Time passed in advances so far (ms).
+    offset_ms: AtomicU64,
 }
 
 /// Which listeners a [`TestRuntime`] runs.
@@ -124,6 +129,7 @@ impl TestRuntimeBuilder {
             url,
             namespace,
             topics,
+            offset_ms: AtomicU64::new(0),
         })
     }
 }
@@ -155,13 +161,20 @@ impl TestRuntime {
         &self.namespace
     }
 
-    /// Everything due within `d` becomes due now, in due order: delayed messages, far ones,
-    /// retry backoffs, and the ticks of its schedules and of dynamic schedules on its topics.
-    /// Handlers see the original due times. Returns once they are due (call
+    /// `d` passes for everything that waits: every due time moves `d` earlier (delayed
+    /// messages, far ones, retry backoffs, and the ticks of its schedules and of dynamic
+    /// schedules on its topics), so what was due within `d` is due now, in due order, and the
+    /// rest is `d` nearer; advances add up. Handlers see the original due times; claims in
+    /// flight keep their ack deadlines. Returns once they are due (call
     /// [`run_until_idle`](Self::run_until_idle) to let them run).
     pub async fn advance(&self, d: Duration) -> Result<()> {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4);
+        // Time passed in earlier advances: a tick written now at its nominal time is that
+        // much nearer already.
+        let before = self.offset_ms.fetch_add(ms, Ordering::SeqCst);
+        let lead = before + ms;
         let now = self.producer.redis_now_ms().await?;
+        let mut ticks: HashMap<String, Vec<MessageId>> = HashMap::new();
         for (name, topic) in self.producer.schedule_index().await? {
             if !self.topics.contains(&topic) {
                 continue;
@@ -170,18 +183,25 @@ impl TestRuntime {
                 continue;
             };
             for _ in 0..10_000 {
-                match self.producer.produce_ticks(&mut state, now, ms).await? {
-                    Produced::Ticks { .. } if state.next <= now + ms => continue,
+                match self.producer.produce_ticks(&mut state, now, lead).await? {
+                    Produced::Ticks { ticks: written, .. } => {
+                        let ids = ticks.entry(topic.clone()).or_default();
+                        ids.extend(written.iter().map(|t| tick_id(&name, *t)));
+                        if state.next > now + lead {
+                            break;
+                        }
+                    }
                     Produced::Stale => match self.producer.schedule_state(&name).await? {
                         Some(fresh) => state = fresh,
                         None => break,
                     },
-                    _ => break,
+                    Produced::NotYet => break,
                 }
             }
         }
         for topic in &self.topics {
-            travel(&self.producer, topic, ms).await?;
+            let written = ticks.get(topic).map(Vec::as_slice).unwrap_or_default();
+            travel(&self.producer, topic, ms, written, before).await?;
         }
         Ok(())
     }

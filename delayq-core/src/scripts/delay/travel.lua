@@ -1,27 +1,32 @@
--- travel.lua (the test kit's only, feature `testing`): time travel. Everything of the topic
--- due within ARGV[3] ms (delayed messages, retry backoffs, far buckets) becomes due now, in
--- due order; each envelope keeps its own due time, so a handler still sees the original one.
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets that may be promoted)
--- ARGV[3] ms to travel
--- Returns { messages made due, 1 when far buckets are left to promote (call again) else 0 }.
+-- travel.lua (the test kit's only, feature `testing`): time travel. `d` passes for everything
+-- that waits in the topic: every due time moves `d` earlier, so what was due within `d` is
+-- due now, in due order, and the rest is `d` nearer. Each envelope keeps its own due time, so
+-- a handler still sees the original one. Claims in flight keep their ack deadlines.
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: every far bucket of the topic)
+-- ARGV[3] d (ms)
+-- then pairs from ARGV[4]: id, ms: a tick the kit wrote just now whose due time it moves a
+--   further `ms` earlier (ticks are written at their nominal time; earlier advances passed
+--   that much time already)
+-- Far messages are all moved into the hot keys first (at most PROMOTE_MAX a call: the reply
+-- then asks to be called again, and nothing has moved yet).
+-- Returns { messages due now, 1 when far buckets are left (call again) else 0 }.
 local now = now_ms()
-local d = tonumber(ARGV[3])
-local horizon = now + d
-promote(horizon)
+promote(now + 3153600000000) -- a hundred years: every bucket
 far_flush()
--- Every score up to the horizon moves back by d: those due already stay first, and the order
--- among all of them is kept.
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES')
-local scores = {}
-for i = 1, #due, 2 do
-  scores[#scores + 1] = tonumber(due[i + 1]) - d
-  scores[#scores + 1] = due[i]
+if redis.call('EXISTS', KEYS[7]) == 1 then return { 0, 1 } end
+local d = tonumber(ARGV[3])
+for i = 4, #ARGV, 2 do
+  local s = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[i]))
+  if s then redis.call('ZADD', KEYS[1], s - tonumber(ARGV[i + 1]), ARGV[i]) end
 end
-if #scores > 0 then
-  redis.call('ZADD', KEYS[1], unpack(scores))
-  wake(WAKE_BOSS)
+local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local scores, due = {}, 0
+for i = 1, #all, 2 do
+  local s = tonumber(all[i + 1]) - d
+  if s <= now then due = due + 1 end
+  scores[#scores + 1] = s
+  scores[#scores + 1] = all[i]
 end
-local first = redis.call('ZRANGE', KEYS[7], 0, 0)
-local more = 0
-if first[1] and promote_at(tonumber(first[1])) <= horizon then more = 1 end
-return { #scores / 2, more }
+if #scores > 0 then redis.call('ZADD', KEYS[1], unpack(scores)) end
+if due > 0 then wake(WAKE_BOSS) end
+return { due, 0 }
