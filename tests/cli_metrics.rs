@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use delayq_dev::{drained, free_port, producer, stream_dead_letters, wait_until, RedisServer};
-use delayq_runtime::{delay_listener, stream_listener, Message, Runtime};
+use delayq_runtime::{delay_listener, scheduled, stream_listener, Message, Runtime, Tick};
 
 static RUNS_OK: AtomicU64 = AtomicU64::new(0);
 static RUNS_FAILED: AtomicU64 = AtomicU64::new(0);
@@ -27,6 +27,13 @@ async fn flaky(msg: Message<u64>) -> Result<(), String> {
     }
     RUNS_OK.fetch_add(1, Ordering::SeqCst);
     Ok(())
+}
+
+static TICKS_RAN: AtomicU64 = AtomicU64::new(0);
+
+#[scheduled(name = "metrics.tick", every = "100ms")]
+async fn tick(_tick: Tick) {
+    TICKS_RAN.fetch_add(1, Ordering::SeqCst);
 }
 
 static STREAM_OK: AtomicU64 = AtomicU64::new(0);
@@ -78,6 +85,7 @@ async fn cli_metrics_match_the_ledger_under_load() {
         .redis_url(server.url())
         .topics(["metrics.load"])
         .streams(["metrics.events"])
+        .schedules(["metrics.tick"])
         .prometheus(addr)
         .gauges_every(Duration::from_secs(1))
         .spawn()
@@ -194,6 +202,32 @@ async fn cli_metrics_match_the_ledger_under_load() {
     assert_eq!(
         read(&last, "delayq_lateness_seconds_count", &labels),
         (ok + failed) as f64,
+        "{last}"
+    );
+
+    // The schedule: ticks written (at most a second's worth ahead of those run), their lag,
+    // and the ticks' own handler outcomes under the schedule's topic.
+    let last = scrape(addr);
+    let ran = TICKS_RAN.load(Ordering::SeqCst) as f64;
+    let sched = "schedule=\"metrics.tick\"";
+    let produced = read(
+        &last,
+        "delayq_schedule_ticks_total",
+        &[sched, "outcome=\"produced\""],
+    );
+    println!("schedule: {ran} ticks ran, {produced} written");
+    assert!(ran >= 10.0, "{ran} ticks ran");
+    assert!(produced >= ran && produced <= ran + 12.0, "{last}");
+    assert!(
+        read(&last, "delayq_schedule_lag_seconds", &[sched]) >= 0.0,
+        "{last}"
+    );
+    assert!(
+        read(
+            &last,
+            "delayq_handled_total",
+            &["topic=\"metrics.tick\"", "outcome=\"ok\""]
+        ) >= ran - 1.0,
         "{last}"
     );
     runtime.shutdown().await.unwrap();
