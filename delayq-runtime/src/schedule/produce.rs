@@ -49,7 +49,8 @@ impl Poller {
         local_ms().saturating_add_signed(self.offset_ms)
     }
 
-    /// Reads the index again when its version changed; returns whether it did.
+    /// Reads Redis' clock every few polls, and the index and its schedules again when the
+    /// index's version changed.
     async fn poll(
         &mut self,
         producer: &delayq_core::Producer,
