@@ -34,13 +34,16 @@ fn percentile(sorted: &[i64], p: f64) -> f64 {
     sorted[i] as f64 / 1_000.0
 }
 
-fn commands(server: &RedisServer) -> u64 {
-    server
+/// The server's commands since its stats were reset, but the bench's own (`INFO`, `CONFIG`):
+/// their total, and each by name.
+fn commands(server: &RedisServer) -> (u64, Vec<(String, u64)>) {
+    let mut by: Vec<(String, u64)> = server
         .command_calls()
-        .iter()
-        .filter(|(name, _)| !name.starts_with("config") && name.as_str() != "info")
-        .map(|(_, n)| n)
-        .sum()
+        .into_iter()
+        .filter(|(name, n)| *n > 0 && !name.starts_with("config") && name.as_str() != "info")
+        .collect();
+    by.sort();
+    (by.iter().map(|(_, n)| n).sum(), by)
 }
 
 async fn lateness() {
@@ -60,8 +63,7 @@ async fn lateness() {
     while LATE_US.lock().unwrap().len() < 200 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let calls = server.command_calls();
-    let total = commands(&server);
+    let (total, by) = commands(&server);
     rt.shutdown().await.unwrap();
     let mut late = LATE_US.lock().unwrap().clone();
     late.truncate(200);
@@ -74,11 +76,6 @@ async fn lateness() {
         percentile(&late, 1.0),
         percentile(&late, 0.0),
     );
-    let mut by: Vec<_> = calls
-        .iter()
-        .filter(|(name, n)| **n > 0 && !name.starts_with("config") && name.as_str() != "info")
-        .collect();
-    by.sort();
     println!(
         "Redis commands per tick: {:.2} ({total} for 200 ticks: {by:?})",
         total as f64 / 200.0
@@ -108,14 +105,8 @@ async fn idle_schedules() {
     server.reset_stats();
     let window = Duration::from_secs(30);
     tokio::time::sleep(window).await;
-    let calls = server.command_calls();
-    let total = commands(&server);
+    let (total, by) = commands(&server);
     rt.shutdown().await.unwrap();
-    let mut by: Vec<_> = calls
-        .iter()
-        .filter(|(name, n)| **n > 0 && !name.starts_with("config") && name.as_str() != "info")
-        .collect();
-    by.sort();
     println!(
         "idle, 100 schedules a year away: {total} Redis commands in {window:?} = {:.3}/s in all, {:.5}/s per schedule ({by:?})",
         total as f64 / window.as_secs_f64(),
