@@ -171,6 +171,20 @@ impl Producer {
         }
     }
 
+    /// The same, for a schedule whose topic the caller read from the index already (one round
+    /// trip less).
+    #[doc(hidden)]
+    pub async fn schedule_state_at(
+        &self,
+        name: &str,
+        topic: &str,
+    ) -> Result<Option<ScheduleState>> {
+        match self.record_fields(name, topic).await? {
+            None => Ok(None),
+            Some((keys, fields)) => ScheduleState::from_fields(name, keys, &fields).map(Some),
+        }
+    }
+
     /// Writes the ticks of `state` due up to `now_ms + lead_ms` (Redis' clock), applying the
     /// catch-up policy to those more than [`MISSED_AFTER_MS`] late, fenced on the record; on
     /// success `state` moves on to the next tick.

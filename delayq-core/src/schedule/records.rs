@@ -62,7 +62,17 @@ impl Producer {
         else {
             return Ok(None);
         };
-        let keys = TopicKeys::on(&self.conn, self.namespace(), &topic)?;
+        self.record_fields(name, &topic).await
+    }
+
+    /// The record of schedule `name` whose index entry says `topic` (read from the index
+    /// already), if it exists.
+    pub(crate) async fn record_fields(
+        &self,
+        name: &str,
+        topic: &str,
+    ) -> Result<Option<(TopicKeys, Fields)>> {
+        let keys = TopicKeys::on(&self.conn, self.namespace(), topic)?;
         let record = record_key(&keys, name);
         let record = &record;
         let fields: Fields = self

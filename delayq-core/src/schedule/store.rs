@@ -178,9 +178,9 @@ impl Producer {
     /// Every schedule of the namespace, by name.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
         let mut out = Vec::new();
-        for (name, _) in self.schedule_index().await? {
-            if let Some(info) = self.schedule(&name).await? {
-                out.push(info);
+        for (name, topic) in self.schedule_index().await? {
+            if let Some((keys, fields)) = self.record_fields(&name, &topic).await? {
+                out.push(self.info(&name, keys, &fields).await?);
             }
         }
         Ok(out)
@@ -188,13 +188,18 @@ impl Producer {
 
     /// Schedule `name`, if there is one.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>> {
-        let Some((keys, fields)) = self.schedule_fields(name).await? else {
-            return Ok(None);
-        };
+        match self.schedule_fields(name).await? {
+            Some((keys, fields)) => Ok(Some(self.info(name, keys, &fields).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// What `schedules()` reports of one record: its fields, and where its last tick is.
+    async fn info(&self, name: &str, keys: TopicKeys, fields: &Fields) -> Result<ScheduleInfo> {
         let get = |f: &str| fields.get(f).cloned().unwrap_or_default();
         let schedule =
             Schedule::from_stored(&get("kind"), &get("spec"), &get("tz"), &get("catch_up"))?;
-        let last = field_ms(&fields, "last");
+        let last = field_ms(fields, "last");
         let last_outcome = match last {
             None => None,
             Some(at) => Some(
@@ -207,16 +212,16 @@ impl Producer {
                 },
             ),
         };
-        Ok(Some(ScheduleInfo {
+        Ok(ScheduleInfo {
             name: name.to_string(),
             spec: schedule.spec(),
             tz: schedule.zone().to_string(),
             catch_up: schedule.catch_up_policy(),
             topic: keys.topic.clone(),
-            next_at: field_ms(&fields, "next").map(ms_to_time),
+            next_at: field_ms(fields, "next").map(ms_to_time),
             last_at: last.map(ms_to_time),
             last_outcome,
             from_code: get("owner") == "code",
-        }))
+        })
     }
 }

@@ -73,7 +73,7 @@ impl Poller {
             if !producing.code.contains(&name) && !producing.topics.contains(&topic) {
                 continue;
             }
-            match producer.schedule_state(&name).await? {
+            match producer.schedule_state_at(&name, &topic).await? {
                 Some(state) if !state.from_code || producing.code.contains(&name) => {
                     seen.insert(name.clone());
                     known.insert(name, state);

@@ -179,7 +179,7 @@ impl TestRuntime {
             if !self.topics.contains(&topic) {
                 continue;
             }
-            let Some(mut state) = self.producer.schedule_state(&name).await? else {
+            let Some(mut state) = self.producer.schedule_state_at(&name, &topic).await? else {
                 continue;
             };
             for _ in 0..10_000 {
