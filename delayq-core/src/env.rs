@@ -20,6 +20,8 @@ pub enum UrlOrigin {
     Builder,
     /// An argument such as `Producer::connect(url)`.
     Argument,
+    /// `redis_url` in the configuration file.
+    File,
 }
 
 impl UrlOrigin {
@@ -31,6 +33,7 @@ impl UrlOrigin {
             }
             UrlOrigin::Builder => "pass the right URL to Runtime::builder().redis_url(..)",
             UrlOrigin::Argument => "pass the right URL to Producer::connect(..)",
+            UrlOrigin::File => "change redis_url in the configuration file (DELAYQ_CONFIG or ./delayq.toml), or set DELAYQ_REDIS_URL",
         }
     }
 }
@@ -42,6 +45,7 @@ impl fmt::Display for UrlOrigin {
             UrlOrigin::Default => "the default: DELAYQ_REDIS_URL is not set",
             UrlOrigin::Builder => "from Runtime::builder().redis_url(..)",
             UrlOrigin::Argument => "passed to Producer::connect(..)",
+            UrlOrigin::File => "from redis_url in the configuration file",
         })
     }
 }

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod catalog;
+pub mod config;
 mod connection;
 mod delay;
 mod env;

@@ -107,6 +107,12 @@ impl Args {
         Ok(Args { values })
     }
 
+    /// The options written in the attribute, in order (the runtime reports their values as
+    /// coming from the attribute, the others as defaults).
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        self.values.iter().map(|(n, _)| *n).collect()
+    }
+
     /// The string option `name`, if given.
     pub(crate) fn str(&self, name: &str) -> Option<&syn::LitStr> {
         self.values.iter().find_map(|(n, v)| match v {

@@ -37,6 +37,11 @@ pub(crate) fn type_checks(
     quote!(#ack_check #return_check)
 }
 
+/// The names of the options the attribute wrote, as a `&'static [&'static str]`.
+pub(crate) fn given_list(given: &[&'static str]) -> TokenStream {
+    quote!(&[#(#given),*])
+}
+
 pub(crate) fn function_path(function: &ItemFn) -> TokenStream {
     let name = &function.sig.ident;
     quote!(::core::concat!(
@@ -63,7 +68,12 @@ pub(crate) fn listener_options(
     }
 }
 
-pub(crate) fn registration(listener: &Listener, function: &ItemFn) -> TokenStream {
+pub(crate) fn registration(
+    listener: &Listener,
+    function: &ItemFn,
+    given: &[&'static str],
+) -> TokenStream {
+    let given = given_list(given);
     let name = &function.sig.ident;
     let topic = &listener.topic;
     let h = &listener.handling;
@@ -80,13 +90,19 @@ pub(crate) fn registration(listener: &Listener, function: &ItemFn) -> TokenStrea
                 topic: #topic,
                 function: #path,
                 options: #options,
+                given: #given,
                 handler: || ::delayq_runtime::__private::erase(#name),
             }
         }
     }
 }
 
-pub(crate) fn stream_registration(listener: &StreamListener, function: &ItemFn) -> TokenStream {
+pub(crate) fn stream_registration(
+    listener: &StreamListener,
+    function: &ItemFn,
+    given: &[&'static str],
+) -> TokenStream {
+    let given = given_list(given);
     let name = &function.sig.ident;
     let StreamListener {
         stream,
@@ -113,13 +129,19 @@ pub(crate) fn stream_registration(listener: &StreamListener, function: &ItemFn) 
                 batch: #batch,
                 function: #path,
                 options: #options,
+                given: #given,
                 handler: || ::delayq_runtime::__private::erase_stream(#name),
             }
         }
     }
 }
 
-pub(crate) fn leader_registration(task: &LeaderTask, function: &ItemFn) -> TokenStream {
+pub(crate) fn leader_registration(
+    task: &LeaderTask,
+    function: &ItemFn,
+    given: &[&'static str],
+) -> TokenStream {
+    let given = given_list(given);
     let name = &function.sig.ident;
     let LeaderTask {
         name: task_name,
@@ -145,6 +167,7 @@ pub(crate) fn leader_registration(task: &LeaderTask, function: &ItemFn) -> Token
                 function: #path,
                 every_ms: #every_ms,
                 ttl_ms: #ttl_ms,
+                given: #given,
                 task: || ::delayq_runtime::__private::erase_leader(#name),
             }
         }

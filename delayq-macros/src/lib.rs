@@ -81,8 +81,11 @@ use proc_macro::TokenStream;
 pub fn delay_listener(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);
     let result = attr::Args::parse(args.into(), validate::DELAY_OPTIONS)
-        .and_then(|args| validate::listener(args, &function))
-        .map(|listener| expand::registration(&listener, &function));
+        .and_then(|args| {
+            let given = args.given();
+            validate::listener(args, &function).map(|v| (v, given))
+        })
+        .map(|(listener, given)| expand::registration(&listener, &function, &given));
     emit(result, &function)
 }
 
@@ -141,8 +144,11 @@ pub fn delay_listener(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn stream_listener(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);
     let result = attr::Args::parse(args.into(), validate::STREAM_OPTIONS)
-        .and_then(|args| validate::stream_listener(args, &function))
-        .map(|listener| expand::stream_registration(&listener, &function));
+        .and_then(|args| {
+            let given = args.given();
+            validate::stream_listener(args, &function).map(|v| (v, given))
+        })
+        .map(|(listener, given)| expand::stream_registration(&listener, &function, &given));
     emit(result, &function)
 }
 
@@ -194,8 +200,11 @@ pub fn stream_listener(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);
     let result = attr::Args::parse(args.into(), validate::LEADER_OPTIONS)
-        .and_then(|args| validate::leader_task(args, &function))
-        .map(|task| expand::leader_registration(&task, &function));
+        .and_then(|args| {
+            let given = args.given();
+            validate::leader_task(args, &function).map(|v| (v, given))
+        })
+        .map(|(task, given)| expand::leader_registration(&task, &function, &given));
     emit(result, &function)
 }
 
@@ -239,8 +248,11 @@ pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);
     let result = attr::Args::parse(args.into(), schedule::SCHEDULE_OPTIONS)
-        .and_then(|args| schedule::scheduled(args, &function))
-        .map(|s| schedule::registration(&s, &function));
+        .and_then(|args| {
+            let given = args.given();
+            schedule::scheduled(args, &function).map(|v| (v, given))
+        })
+        .map(|(s, given)| schedule::registration(&s, &function, &given));
     emit(result, &function)
 }
 

@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr};
 
 use crate::attr::{attribute_span, int, string, Args, Spec};
-use crate::expand::{function_path, listener_options, type_checks};
+use crate::expand::{function_path, given_list, listener_options, type_checks};
 use crate::validate::{attempts_and_lease, handling, Handling};
 use crate::values::{duration, name, required};
 
@@ -178,7 +178,12 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
     })
 }
 
-pub(crate) fn registration(s: &Scheduled, function: &ItemFn) -> TokenStream {
+pub(crate) fn registration(
+    s: &Scheduled,
+    function: &ItemFn,
+    given: &[&'static str],
+) -> TokenStream {
+    let given = given_list(given);
     let ident = &function.sig.ident;
     let h = &s.handling;
     let tick = &s.tick_type;
@@ -212,10 +217,12 @@ pub(crate) fn registration(s: &Scheduled, function: &ItemFn) -> TokenStream {
                 every_ms: #every_ms,
                 tz: #tz,
                 catch_up: #catch_up,
+                given: #given,
                 listener: ::delayq_runtime::__private::ListenerRegistration {
                     topic: #name,
                     function: #path,
                     options: #options,
+                    given: #given,
                     handler: || ::delayq_runtime::__private::erase(#ident),
                 },
             }

@@ -83,6 +83,9 @@ mod worker;
 
 pub use ack::Ack;
 pub use delay::{Message, TopicDelivery};
+/// External configuration: where a value came from, what the builder's `set` takes, and the
+/// kinds of component (see [`RuntimeHandle::config`]).
+pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
 pub use delayq_core::{
     AckError, Cancelled, CatchUp, DeadLetter, Error, GroupStats, LeaderLease, Leadership,
     MessageId, Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts,
@@ -95,7 +98,10 @@ pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener}
 #[doc(hidden)]
 pub use handler::{AckMode, AfterRun, Auto, Manual};
 pub use handler::{Decode, Handler, Inbound, ListenerReturn};
-pub use runtime::{start, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use runtime::{
+    start, ComponentConfig, EffectiveConfig, Health, ListenerHealth, ListenerState, RedisHealth,
+    Runtime, RuntimeBuilder, RuntimeHandle, Setting,
+};
 pub use schedule::Tick;
 pub use stream::{StreamDelivery, StreamMessage};
 

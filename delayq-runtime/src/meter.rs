@@ -98,23 +98,25 @@ impl Meter {
     }
 }
 
-/// Installs the Prometheus recorder with its HTTP listener on `addr` (path `/metrics`).
+/// Installs the Prometheus recorder; the runtime's endpoint serves what the returned handle
+/// renders at `/metrics`.
 #[cfg(feature = "prometheus")]
-pub(crate) fn install_prometheus(addr: std::net::SocketAddr) -> delayq_core::Result<()> {
+pub(crate) fn install_prometheus(
+    addr: std::net::SocketAddr,
+) -> delayq_core::Result<metrics_exporter_prometheus::PrometheusHandle> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     const LATENESS_BUCKETS: &[f64] = &[
         0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
     ];
     PrometheusBuilder::new()
-        .with_http_listener(addr)
         .set_buckets_for_metric(
             Matcher::Full("delayq_lateness_seconds".into()),
             LATENESS_BUCKETS,
         )
-        .and_then(|b| b.install())
+        .and_then(|b| b.install_recorder())
         .map_err(|e| {
             delayq_core::Error::Config(format!(
-                "cannot serve Prometheus metrics on {addr}: {e} (is a metrics recorder installed already, or the port taken?)"
+                "cannot serve Prometheus metrics on {addr}: {e} (is a metrics recorder installed already?)"
             ))
         })
 }

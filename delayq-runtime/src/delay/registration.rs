@@ -17,6 +17,8 @@ pub struct ListenerRegistration {
     pub function: &'static str,
     /// The attribute's settings.
     pub options: ListenerOptions,
+    /// The options the attribute wrote (the rest are defaults).
+    pub given: &'static [&'static str],
     /// Builds the erased handler.
     pub handler: fn() -> Arc<dyn ErasedHandler<TopicDelivery>>,
 }

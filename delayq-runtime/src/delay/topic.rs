@@ -45,6 +45,7 @@ pub(crate) struct TopicRuntime {
 impl TopicRuntime {
     pub(crate) fn new(
         registration: &'static ListenerRegistration,
+        options: ListenerOptions,
         queue: TopicQueue,
         stop: CancellationToken,
         abort: CancellationToken,
@@ -52,11 +53,11 @@ impl TopicRuntime {
         Arc::new(TopicRuntime {
             name: registration.topic.into(),
             registration,
-            options: registration.options,
+            options,
             handler: (registration.handler)(),
             acks: AckBatcher::spawn(queue.clone()),
             queue,
-            slots: Arc::new(Semaphore::new(registration.options.concurrency as usize)),
+            slots: Arc::new(Semaphore::new(options.concurrency as usize)),
             wake_boss: Notify::new(),
             wake_back: Notify::new(),
             books: Arc::default(),

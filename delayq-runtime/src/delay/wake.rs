@@ -82,6 +82,8 @@ pub(crate) async fn run_subscriber(
     topics: Vec<Arc<TopicRuntime>>,
     stop: CancellationToken,
     subscribed: tokio::sync::oneshot::Sender<()>,
+    // Whether the subscription stands: the runtime's first sign that Redis is gone.
+    health: Arc<Health>,
 ) {
     let mut subscribed = Some(subscribed);
     let routes = Routes(
@@ -95,7 +97,7 @@ pub(crate) async fn run_subscriber(
         routes: &routes,
         stop: &stop,
         subscribed: &mut subscribed,
-        health: Health::new("wake-up subscriber".to_string()),
+        health,
         since: None,
     };
     let mut retry = RetryDelay::new();
@@ -143,7 +145,7 @@ struct Session<'a> {
     stop: &'a CancellationToken,
     /// Told once the first subscription is in place, so that `spawn` can return.
     subscribed: &'a mut Option<tokio::sync::oneshot::Sender<()>>,
-    health: Health,
+    health: Arc<Health>,
     /// When this session's subscription was in place.
     since: Option<std::time::Instant>,
 }

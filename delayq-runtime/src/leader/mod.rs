@@ -22,6 +22,8 @@ pub struct LeaderTaskRegistration {
     pub every_ms: u64,
     /// The lease's length (ms).
     pub ttl_ms: u64,
+    /// The options the attribute wrote (the rest are defaults).
+    pub given: &'static [&'static str],
     /// Builds the erased task.
     pub task: fn() -> LeaderTaskFn,
 }
@@ -56,11 +58,12 @@ where
 /// Runs one `#[leader_task]` until `stop`, then releases the lease if it holds it.
 pub(crate) async fn run(
     registration: &'static LeaderTaskRegistration,
+    (every_ms, ttl_ms): (u64, u64),
     producer: Producer,
     stop: CancellationToken,
 ) {
-    let ttl = Duration::from_millis(registration.ttl_ms);
-    let every = Duration::from_millis(registration.every_ms);
+    let ttl = Duration::from_millis(ttl_ms);
+    let every = Duration::from_millis(every_ms);
     let lease = match LeaderLease::new(&producer, registration.name, ttl) {
         Ok(lease) => lease,
         Err(error) => {

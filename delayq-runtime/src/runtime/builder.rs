@@ -1,8 +1,13 @@
 //! `Runtime::builder()`: the runtime's settings and which registrations it selects (spawning
 //! them is spawn.rs).
 
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use delayq_core::config::{ConfigValue, Parsed};
 use delayq_core::{Error, Result, RoomConfig};
 
 use crate::delay::{all_listeners, ListenerRegistration};
@@ -10,7 +15,7 @@ use crate::leader::{all_leader_tasks, LeaderTaskRegistration};
 use crate::schedule::{all_schedules, ScheduleRegistration};
 use crate::stream::{all_stream_listeners, StreamListenerRegistration};
 
-const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Entry point for running listeners inside your own program (tests, embedding apps).
 /// [`crate::start`] is the one-line version for `main`.
@@ -31,10 +36,14 @@ impl Runtime {
             leader_tasks: None,
             schedules: None,
             rooms: Vec::new(),
-            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            shutdown_grace: None,
             gauges_every: None,
-            #[cfg(feature = "prometheus")]
             prometheus: None,
+            health: None,
+            sets: Vec::new(),
+            config_file: None,
+            external_config: true,
+            shutdown_on: None,
         }
     }
 }
@@ -49,10 +58,30 @@ pub struct RuntimeBuilder {
     pub(super) leader_tasks: Option<Vec<String>>,
     pub(super) schedules: Option<Vec<String>>,
     pub(super) rooms: Vec<(String, RoomConfig)>,
-    pub(super) shutdown_grace: Duration,
+    pub(super) shutdown_grace: Option<Duration>,
     pub(super) gauges_every: Option<Duration>,
-    #[cfg(feature = "prometheus")]
     pub(super) prometheus: Option<std::net::SocketAddr>,
+    pub(super) health: Option<std::net::SocketAddr>,
+    /// `set(key, value)` calls, checked at spawn.
+    pub(super) sets: Vec<(String, ConfigValue)>,
+    pub(super) config_file: Option<PathBuf>,
+    /// Whether the file and the environment are read (the test kit reads neither).
+    pub(crate) external_config: bool,
+    /// Taken by the first spawn; clones of the builder share it.
+    pub(super) shutdown_on: Option<ShutdownOn>,
+}
+
+/// A shutdown signal.
+pub(super) type Signal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The future `shutdown_on` was given, shared by the builder's clones.
+#[derive(Clone)]
+pub(super) struct ShutdownOn(pub(super) Arc<Mutex<Option<Signal>>>);
+
+impl std::fmt::Debug for ShutdownOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShutdownOn(..)")
+    }
 }
 
 /// What a runtime runs: the registrations it selected.
@@ -146,10 +175,71 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long shutdown lets running handlers finish before handing their messages back.
+    /// How long shutdown lets running handlers finish before handing their messages back
+    /// (default 30 s; also `shutdown_grace` in the file, `DELAYQ_SHUTDOWN_GRACE`).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.shutdown_grace = grace;
+        self.shutdown_grace = Some(grace);
         self
+    }
+
+    /// Sets one option by its key in the file's syntax, over the environment, the file and
+    /// the attribute: `.set(r#"listeners."order.timeout".concurrency"#, 64)`,
+    /// `.set("schedules.daily-report.tz", "Europe/Berlin")`, `.set("namespace", "shop")`.
+    /// Checked at [`spawn`](Self::spawn), which refuses an unknown key or a bad value with an
+    /// error naming it and the nearest valid name.
+    pub fn set(mut self, key: &str, value: impl Into<ConfigValue>) -> Self {
+        self.sets.push((key.to_string(), value.into()));
+        self
+    }
+
+    /// Reads the configuration from this file instead of the one `DELAYQ_CONFIG` names or
+    /// `./delayq.toml`. [`spawn`](Self::spawn) fails when it cannot be read or has problems.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// Serves `GET /health/live` and `GET /health/ready` at `addr` (200 or 503, a JSON body:
+    /// [`RuntimeHandle::health`](crate::RuntimeHandle::health)); on the same listener as
+    /// [`prometheus`](Self::prometheus) when that is on. [`spawn`](Self::spawn) fails when the
+    /// address cannot be bound.
+    pub fn health(mut self, addr: std::net::SocketAddr) -> Self {
+        self.health = Some(addr);
+        self
+    }
+
+    /// Shuts the runtime down gracefully (as [`RuntimeHandle::shutdown`](crate::RuntimeHandle::shutdown))
+    /// when `signal` completes: the application's own signal handling can then stop its HTTP
+    /// server and the runtime together. [`RuntimeHandle::stopped`](crate::RuntimeHandle::stopped)
+    /// waits for that shutdown and returns its result.
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.shutdown_on = Some(ShutdownOn(Arc::new(Mutex::new(Some(Box::pin(signal))))));
+        self
+    }
+
+    /// The runtime options the builder's own methods set.
+    pub(super) fn runtime_values(&self) -> Vec<(&'static str, Parsed)> {
+        let ms = |d: Duration| Parsed::Ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut values = Vec::new();
+        if let Some(url) = &self.redis_url {
+            values.push(("redis_url", Parsed::Text(url.clone())));
+        }
+        if let Some(ns) = &self.namespace {
+            values.push(("namespace", Parsed::Text(ns.clone())));
+        }
+        if let Some(grace) = self.shutdown_grace {
+            values.push(("shutdown_grace", ms(grace)));
+        }
+        if let Some(every) = self.gauges_every {
+            values.push(("gauges_every", ms(every)));
+        }
+        if let Some(addr) = self.prometheus {
+            values.push(("prometheus", Parsed::Addr(addr)));
+        }
+        if let Some(addr) = self.health {
+            values.push(("health", Parsed::Addr(addr)));
+        }
+        values
     }
 
     /// Refreshes the `delayq_pending` and `delayq_dead` gauges from Redis every `every` (a
@@ -166,8 +256,6 @@ impl RuntimeBuilder {
     #[cfg(feature = "prometheus")]
     pub fn prometheus(mut self, addr: std::net::SocketAddr) -> Self {
         self.prometheus = Some(addr);
-        self.gauges_every
-            .get_or_insert(super::gauges::PROMETHEUS_GAUGES_EVERY);
         self
     }
 

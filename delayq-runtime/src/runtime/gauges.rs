@@ -11,8 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::delay::TopicRuntime;
 use crate::stream::StreamRuntime;
 
-/// The refresh period `RuntimeBuilder::prometheus` sets when none was given.
-#[cfg(feature = "prometheus")]
+/// The refresh period a Prometheus endpoint sets when none was given.
 pub(crate) const PROMETHEUS_GAUGES_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(

@@ -1,6 +1,6 @@
 //! A running runtime: its producer, and the bounded graceful shutdown.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq_core::protocol::MAX_CLAIM_BATCH;
@@ -9,6 +9,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::config::EffectiveConfig;
+use super::probe::{Health, Probe};
 use crate::delay::TopicRuntime;
 use crate::stream::StreamRuntime;
 
@@ -23,13 +25,25 @@ const LOGGED_IDS: usize = 20;
 /// A running runtime. [`shutdown`](RuntimeHandle::shutdown) stops it gracefully; dropping it
 /// stops it at once (claimed messages are then delivered again after their ack deadline).
 pub struct RuntimeHandle {
+    shared: Arc<Shared>,
+}
+
+/// What the handle, the `shutdown_on` watcher and the health endpoint share.
+pub(crate) struct Shared {
     topics: Vec<Arc<TopicRuntime>>,
     streams: Vec<Arc<StreamRuntime>>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     producer: Producer,
     stop: CancellationToken,
     abort: CancellationToken,
+    /// Cancels the HTTP endpoint once the shutdown is over.
+    serving: CancellationToken,
     grace: Duration,
+    config: EffectiveConfig,
+    pub(crate) probe: Arc<Probe>,
+    /// The shutdown runs once; its result (how many claims were not handed back) is kept.
+    outcome: tokio::sync::OnceCell<usize>,
+    watches_signal: bool,
 }
 
 impl std::fmt::Debug for RuntimeHandle {
@@ -37,39 +51,70 @@ impl std::fmt::Debug for RuntimeHandle {
         f.debug_struct("RuntimeHandle")
             .field("topics", &self.topics())
             .field("streams", &self.streams())
-            .field("grace", &self.grace)
+            .field("grace", &self.shared.grace)
             .finish()
     }
 }
 
+/// What `RuntimeHandle::new` takes, besides the pools.
+pub(crate) struct Parts {
+    pub(crate) tasks: Vec<JoinHandle<()>>,
+    pub(crate) producer: Producer,
+    /// (stop claiming, abort handlers, stop serving HTTP).
+    pub(crate) cancel: (CancellationToken, CancellationToken, CancellationToken),
+    pub(crate) grace: Duration,
+    pub(crate) config: EffectiveConfig,
+    pub(crate) probe: Arc<Probe>,
+}
+
 impl RuntimeHandle {
-    /// `cancel`: (stop claiming, abort handlers).
     pub(crate) fn new(
         (topics, streams): (Vec<Arc<TopicRuntime>>, Vec<Arc<StreamRuntime>>),
-        tasks: Vec<JoinHandle<()>>,
-        producer: Producer,
-        cancel: (CancellationToken, CancellationToken),
-        grace: Duration,
+        parts: Parts,
+        shutdown_on: Option<super::builder::Signal>,
     ) -> Self {
-        RuntimeHandle {
+        parts
+            .probe
+            .tasks(parts.tasks.iter().map(JoinHandle::abort_handle));
+        let shared = Arc::new(Shared {
             topics,
             streams,
-            tasks,
-            producer,
-            stop: cancel.0,
-            abort: cancel.1,
-            grace,
+            tasks: Mutex::new(parts.tasks),
+            producer: parts.producer,
+            stop: parts.cancel.0,
+            abort: parts.cancel.1,
+            serving: parts.cancel.2,
+            grace: parts.grace,
+            config: parts.config,
+            probe: parts.probe,
+            outcome: tokio::sync::OnceCell::new(),
+            watches_signal: shutdown_on.is_some(),
+        });
+        if let Some(signal) = shutdown_on {
+            let watcher = shared.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = signal => {
+                        tracing::info!("shutdown signal received; shutting down");
+                        let _ = watcher.shutdown().await;
+                    }
+                    // Dropped without a shutdown: nothing to wait for.
+                    _ = watcher.abort.cancelled() => {}
+                }
+            });
         }
+        RuntimeHandle { shared }
     }
 
     /// The topics this runtime serves.
     pub fn topics(&self) -> Vec<&str> {
-        self.topics.iter().map(|t| &*t.name).collect()
+        self.shared.topics.iter().map(|t| &*t.name).collect()
     }
 
     /// The stream listeners this runtime runs, as `(stream, group, consumer)`.
     pub fn streams(&self) -> Vec<(&str, &str, &str)> {
-        self.streams
+        self.shared
+            .streams
             .iter()
             .map(|s| (&*s.stream, &*s.group_name, s.group.consumer()))
             .collect()
@@ -78,15 +123,38 @@ impl RuntimeHandle {
     /// A producer with this runtime's Redis URL and namespace, sharing its connection: what it
     /// sends, this runtime's listeners receive.
     pub fn producer(&self) -> Producer {
-        self.producer.clone()
+        self.shared.producer.clone()
+    }
+
+    /// The effective options of the runtime and of every listener, stream listener, leader
+    /// task and schedule it selected, each with where its value came from (builder,
+    /// environment, file and line, attribute, default).
+    pub fn config(&self) -> &EffectiveConfig {
+        &self.shared.config
+    }
+
+    /// Asks Redis (a `PING` within 2 s) and reads every listener's state: what
+    /// `GET /health/ready` serves. Never fails: an unreachable Redis is
+    /// [`RedisHealth::Down`](crate::RedisHealth::Down) with since when.
+    pub async fn health(&self) -> Health {
+        self.shared.probe.check().await
     }
 
     /// Deliveries this runtime tracks as claimed and unsettled (what a shutdown would hand
     /// back). For tests of the runtime's bookkeeping.
     #[doc(hidden)]
     pub fn tracked_claims(&self) -> usize {
-        self.topics.iter().map(|t| t.books.len()).sum::<usize>()
-            + self.streams.iter().map(|s| s.books.len()).sum::<usize>()
+        self.shared
+            .topics
+            .iter()
+            .map(|t| t.books.len())
+            .sum::<usize>()
+            + self
+                .shared
+                .streams
+                .iter()
+                .map(|s| s.books.len())
+                .sum::<usize>()
     }
 
     /// Stops claiming, lets running handlers finish within the grace period, then hands every
@@ -94,12 +162,46 @@ impl RuntimeHandle {
     ///
     /// It returns within the grace period plus 5 s even when Redis is frozen or gone: claims
     /// it could not hand back by then are logged (with their ids) and come back after their
-    /// ack deadline, and the result is [`Error::Unreturned`].
-    pub async fn shutdown(mut self) -> Result<()> {
+    /// ack deadline, and the result is [`Error::Unreturned`]. After a shutdown the
+    /// `shutdown_on` signal began, it waits for that one and returns its result.
+    pub async fn shutdown(self) -> Result<()> {
+        self.shared.shutdown().await
+    }
+
+    /// Waits until the [`shutdown_on`](crate::RuntimeBuilder::shutdown_on) signal's graceful
+    /// shutdown is over and returns its result (as [`shutdown`](Self::shutdown)).
+    ///
+    /// # Errors
+    /// [`Error::Unreturned`] as for `shutdown`; [`Error::Config`] at once when the builder was
+    /// given no `shutdown_on` (nothing would ever stop it).
+    pub async fn stopped(self) -> Result<()> {
+        if !self.shared.watches_signal {
+            return Err(Error::Config(
+                "stopped() waits for the shutdown_on(..) signal, and the builder was given none; call shutdown() instead".into(),
+            ));
+        }
+        // The watcher holds the other reference; whichever finishes first runs it once.
+        self.shared.abort.cancelled().await;
+        self.shared.shutdown().await
+    }
+}
+
+impl Shared {
+    /// The graceful shutdown, run once; later callers wait for it and get its result.
+    async fn shutdown(&self) -> Result<()> {
+        let unreturned = *self.outcome.get_or_init(|| self.run_shutdown()).await;
+        if unreturned > 0 {
+            return Err(Error::Unreturned { count: unreturned });
+        }
+        Ok(())
+    }
+
+    async fn run_shutdown(&self) -> usize {
+        self.probe.stopping();
         self.stop.cancel();
         let grace_end = Instant::now() + self.grace;
         // The pools stop at once unless a Redis call holds them; handlers get the grace.
-        let tasks = std::mem::take(&mut self.tasks);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
         let pools = futures_util::future::join_all(tasks);
         let finished = tokio::time::timeout_at(
@@ -158,10 +260,8 @@ impl RuntimeHandle {
             grace_exceeded = !finished,
             "delayq runtime stopped"
         );
-        if unreturned > 0 {
-            return Err(Error::Unreturned { count: unreturned });
-        }
-        Ok(())
+        self.serving.cancel();
+        unreturned
     }
 }
 
@@ -214,7 +314,11 @@ async fn hand_back_entries(s: &StreamRuntime, deadline: Instant) -> (usize, usiz
 
 impl Drop for RuntimeHandle {
     fn drop(&mut self) {
-        self.stop.cancel();
-        self.abort.cancel();
+        // Dropped without a shutdown (or after one): stop everything now.
+        if self.shared.outcome.get().is_none() && !self.shared.watches_signal {
+            self.shared.stop.cancel();
+            self.shared.abort.cancel();
+            self.shared.serving.cancel();
+        }
     }
 }

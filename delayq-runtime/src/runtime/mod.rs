@@ -1,14 +1,20 @@
 //! The runtime's top layer, above every system: its settings and selection (`builder.rs`),
 //! spawning each system's tasks (`spawn.rs`), the running handle and graceful shutdown
-//! (`handle.rs`), `start()` with signal handling (`start.rs`), and the Prometheus gauges
-//! (`gauges.rs`).
+//! (`handle.rs`), `start()` with signal handling (`start.rs`), the Prometheus gauges
+//! (`gauges.rs`), external configuration (`config.rs`), health (`probe.rs`) and the HTTP
+//! endpoint for metrics and health (`serve.rs`).
 
 mod builder;
+mod config;
 mod gauges;
 mod handle;
+mod probe;
+mod serve;
 mod spawn;
 mod start;
 
 pub use builder::{Runtime, RuntimeBuilder};
+pub use config::{ComponentConfig, EffectiveConfig, Setting};
 pub use handle::RuntimeHandle;
+pub use probe::{Health, ListenerHealth, ListenerState, RedisHealth};
 pub use start::start;

@@ -3,79 +3,168 @@
 
 use std::time::Duration;
 
-use delayq_core::protocol::{
-    namespace_from_env, redis_url_from_env, validate_namespace, RedisConn, StreamGroup, TopicKeys,
-    TopicQueue,
-};
+use delayq_core::protocol::{validate_namespace, RedisConn, StreamGroup, TopicKeys, TopicQueue};
 use delayq_core::{Error, Result, UrlOrigin, WaitingRoom};
 use tokio_util::sync::CancellationToken;
 
+use delayq_core::config::{ConfigSource, Kind, Parsed};
+
 use super::builder::RuntimeBuilder;
-use super::handle::RuntimeHandle;
+use super::config::Sources;
+use super::gauges::PROMETHEUS_GAUGES_EVERY;
+use super::handle::{Parts, RuntimeHandle};
+use super::probe::{Probe, Watched};
+use super::serve::Routes;
 use crate::delay::{back, boss, run_subscriber, ListenerRegistration, TopicRuntime};
+use crate::health::Health as Watch;
 use crate::leader;
+use crate::options::ListenerOptions;
 use crate::room;
 use crate::schedule::{self, ScheduleRegistration};
-use crate::stream::{reader, take_over, StreamRuntime};
+use crate::stream::{reader, take_over, StreamRuntime, StreamSettings};
 
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
 
 impl RuntimeBuilder {
-    /// Connects, checks the listeners, and starts the pools. Installs no signal handler.
+    /// Reads the configuration (builder calls, environment, file, attributes), connects,
+    /// checks the listeners, and starts the pools. Installs no signal handler unless given
+    /// [`shutdown_on`](RuntimeBuilder::shutdown_on).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a configuration problem (each named with its key, file and line
+    /// or variable, and the nearest valid name), an unknown selection, or an address that
+    /// cannot be bound; the connection's errors when Redis cannot be reached.
     pub async fn spawn(self) -> Result<RuntimeHandle> {
         let selection = self.selected()?;
-        let (url, origin) = match &self.redis_url {
-            Some(url) => (url.clone(), UrlOrigin::Builder),
-            None => redis_url_from_env(),
+        let sources = Sources::read(
+            self.config_file.as_deref(),
+            std::env::vars(),
+            &self.sets,
+            self.external_config,
+        )?;
+        let mut config = sources.runtime(&self.runtime_values());
+        let text = |option: &str| match config.parsed(option) {
+            Some(Parsed::Text(t)) => t.clone(),
+            other => unreachable!("{option} is text: {other:?}"),
         };
-        let namespace = self.namespace.clone().unwrap_or_else(namespace_from_env);
+        let duration = |option: &str| match config.parsed(option) {
+            Some(Parsed::Ms(ms)) => Some(Duration::from_millis(*ms)),
+            _ => None,
+        };
+        let addr = |option: &str| match config.parsed(option) {
+            Some(Parsed::Addr(a)) => Some(*a),
+            _ => None,
+        };
+        let url = text("redis_url");
+        let origin = match config.runtime("redis_url").map(|s| &s.source) {
+            Some(ConfigSource::Builder) => UrlOrigin::Builder,
+            Some(ConfigSource::Environment { .. }) => UrlOrigin::Env,
+            Some(ConfigSource::File { .. }) => UrlOrigin::File,
+            _ => UrlOrigin::Default,
+        };
+        let namespace = text("namespace");
         validate_namespace(&namespace)?;
+        let grace = duration("shutdown_grace").unwrap_or(super::builder::DEFAULT_SHUTDOWN_GRACE);
+        let prometheus = addr("prometheus");
+        let health_addr = addr("health");
+        let gauges_every = duration("gauges_every")
+            .or(prometheus.map(|_| PROMETHEUS_GAUGES_EVERY))
+            .map(|every| every.max(Duration::from_secs(1)));
+
+        // Every selected component's options; the disabled ones stay in the report only.
+        let mut components = Vec::new();
+        let mut topics_on = Vec::new();
+        for r in &selection.topics {
+            let c = sources.listener(r);
+            if c.enabled {
+                topics_on.push((*r, c.listener_options()));
+            }
+            components.push(c);
+        }
+        let mut schedules_on = Vec::new();
+        for r in &selection.schedules {
+            let c = sources.schedule(r)?;
+            if c.enabled {
+                schedules_on.push((*r, c.schedule()?, c.listener_options()));
+            }
+            components.push(c);
+        }
+        let mut streams_on = Vec::new();
+        for r in &selection.streams {
+            let c = sources.stream(r);
+            if c.enabled {
+                streams_on.push((*r, c.listener_options(), c.batch(), c.reads_from_start()));
+            }
+            components.push(c);
+        }
+        let mut leaders_on = Vec::new();
+        for r in &selection.leader_tasks {
+            let c = sources.leader_task(r);
+            if c.enabled {
+                leaders_on.push((*r, c.every_and_ttl()));
+            }
+            components.push(c);
+        }
+        config.components = components;
+        #[cfg(not(feature = "prometheus"))]
+        if let Some(addr) = prometheus {
+            let from = config.runtime("prometheus").map(|s| s.source.to_string());
+            return Err(Error::Config(format!(
+                "prometheus = {addr:?} ({}) needs delayq-runtime's `prometheus` feature, which this build lacks",
+                from.unwrap_or_default()
+            )));
+        }
+
         let conn = RedisConn::connect(&url, origin).await?;
         warn_without_persistence(&conn).await;
         let producer = delayq_core::protocol::producer(conn.clone(), &namespace);
         producer.check_layout().await?;
         // Before any metric handle is made: handles keep the recorder they were made with.
         #[cfg(feature = "prometheus")]
-        if let Some(addr) = self.prometheus {
-            crate::meter::install_prometheus(addr)?;
-            tracing::info!(%addr, "serving Prometheus metrics at /metrics");
-        }
+        let render: Option<super::serve::Render> = match prometheus {
+            Some(addr) => {
+                let handle = crate::meter::install_prometheus(addr)?;
+                Some(std::sync::Arc::new(move || handle.render()))
+            }
+            None => None,
+        };
+        #[cfg(not(feature = "prometheus"))]
+        let render: Option<super::serve::Render> = None;
         // A #[scheduled] fn runs as the delay listener of its schedule's topic.
-        let listeners = listeners(&selection.topics, &selection.schedules)?;
-        for r in &listeners {
+        let listeners = listeners(&topics_on, &schedules_on)?;
+        for (r, _) in &listeners {
             producer.register_topic(r.topic).await?;
         }
-        for r in &selection.schedules {
-            producer
-                .upsert_code_schedule(r.name, &r.schedule()?)
-                .await?;
+        for (r, schedule, _) in &schedules_on {
+            producer.upsert_code_schedule(r.name, schedule).await?;
         }
         // Ticks due now (a catch-up after an outage) are written before any listener claims.
         let tick_producer = if listeners.is_empty() {
             None
         } else {
             let producing = schedule::Producing {
-                code: selection
-                    .schedules
+                code: schedules_on
                     .iter()
-                    .map(|r| r.name.to_string())
+                    .map(|(r, ..)| r.name.to_string())
                     .collect(),
-                topics: listeners.iter().map(|r| r.topic.to_string()).collect(),
+                topics: listeners.iter().map(|(r, _)| r.topic.to_string()).collect(),
             };
             Some(schedule::TickProducer::first_pass(producer.clone(), producing).await?)
         };
-        for r in &selection.streams {
+        for (r, ..) in &streams_on {
             producer.register_stream(r.stream).await?;
         }
 
         let stop = CancellationToken::new();
         let abort = CancellationToken::new();
+        let serving = CancellationToken::new();
         let mut topics = Vec::new();
-        for registration in listeners {
+        for (registration, options) in &listeners {
             let keys = TopicKeys::on(&conn, &namespace, registration.topic)?;
             let queue = TopicQueue::new(conn.clone(), keys);
             topics.push(TopicRuntime::new(
                 registration,
+                *options,
                 queue,
                 stop.clone(),
                 abort.clone(),
@@ -83,7 +172,7 @@ impl RuntimeBuilder {
         }
         let consumer = consumer_name();
         let mut streams = Vec::new();
-        for registration in selection.streams {
+        for (registration, options, batch, from_start) in streams_on {
             let group = StreamGroup::new(
                 conn.clone(),
                 registration.stream,
@@ -92,20 +181,46 @@ impl RuntimeBuilder {
             )?;
             // Before spawn returns, so that what is published after it reaches a new group
             // that starts from `$`.
-            if group.create(registration.from_start).await? {
+            if group.create(from_start).await? {
                 tracing::info!(
                     stream = registration.stream,
                     group = registration.group,
                     "created the consumer group"
                 );
             }
+            let settings = StreamSettings {
+                options,
+                batch,
+                from_start,
+            };
             streams.push(StreamRuntime::new(
                 registration,
+                settings,
                 group,
                 stop.clone(),
                 abort.clone(),
             ));
         }
+        let redis_watch = std::sync::Arc::new(Watch::new("Redis".to_string()));
+        let mut probe = Probe::new(conn.clone(), redis_watch.clone());
+        for c in &config.components {
+            let watched = if !c.enabled {
+                Watched::Disabled
+            } else if let Some(t) = topics
+                .iter()
+                .find(|t| matches!(c.kind, Kind::Listener | Kind::Schedule) && *t.name == c.name)
+            {
+                Watched::Topic(t.clone())
+            } else if let Some(s) = streams.iter().find(|s| {
+                c.kind == Kind::Stream && format!("{}/{}", s.stream, s.group_name) == c.name
+            }) {
+                Watched::Stream(s.clone())
+            } else {
+                Watched::Running
+            };
+            probe.watch(c.kind, c.name.clone(), watched);
+        }
+        let probe = std::sync::Arc::new(probe);
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = Vec::new();
         if !topics.is_empty() {
@@ -114,17 +229,37 @@ impl RuntimeBuilder {
                 topics.clone(),
                 stop.clone(),
                 subscribed,
+                redis_watch,
             )));
         }
         tracing::info!(
             url = %conn.shown_url(),
             url_from = %origin,
             namespace = %namespace,
+            config_file = config.file.as_ref().map(|p| p.display().to_string()),
             topics = topics.len(),
             streams = streams.len(),
-            leader_tasks = selection.leader_tasks.len(),
+            leader_tasks = leaders_on.len(),
             "delayq runtime starting"
         );
+        for c in config.components.iter().filter(|c| !c.enabled) {
+            let source = c.get("enabled").map(|s| s.source.to_string());
+            tracing::info!(
+                kind = ?c.kind,
+                name = %c.name,
+                function = c.function,
+                from = source.unwrap_or_default(),
+                "disabled by configuration"
+            );
+        }
+        let summary = |kind: Kind, name: &str| {
+            config
+                .components
+                .iter()
+                .find(|c| c.kind == kind && c.name == name)
+                .map(|c| c.summary())
+                .unwrap_or_default()
+        };
         for s in &streams {
             tasks.push(tokio::spawn(reader::run(s.clone(), conn.clone())));
             tasks.push(tokio::spawn(take_over::run(s.clone())));
@@ -133,8 +268,8 @@ impl RuntimeBuilder {
                 group = %s.group_name,
                 consumer = %s.group.consumer(),
                 function = s.registration.function,
-                concurrency = s.options.concurrency,
                 ack_mode = s.handler.mode(),
+                options = %summary(Kind::Stream, &format!("{}/{}", s.stream, s.group_name)),
                 "consuming"
             );
         }
@@ -147,16 +282,17 @@ impl RuntimeBuilder {
         if let Some(ticks) = tick_producer {
             tasks.push(tokio::spawn(ticks.run(stop.clone())));
         }
-        for registration in selection.leader_tasks {
+        for (registration, (every_ms, ttl_ms)) in leaders_on {
             tasks.push(tokio::spawn(leader::run(
                 registration,
+                (every_ms, ttl_ms),
                 producer.clone(),
                 stop.clone(),
             )));
             tracing::info!(
                 task = registration.name,
                 function = registration.function,
-                every_ms = registration.every_ms,
+                options = %summary(Kind::LeaderTask, registration.name),
                 "contending for the leader lease"
             );
         }
@@ -166,19 +302,24 @@ impl RuntimeBuilder {
             // What this namespace holds for the topic: a producer writing under another
             // namespace shows up here as a topic with nothing in it.
             let found = producer.counts(&t.name).await.ok();
+            let kind = if selection.schedules.iter().any(|r| r.name == &*t.name) {
+                Kind::Schedule
+            } else {
+                Kind::Listener
+            };
             tracing::info!(
                 topic = %t.name,
                 namespace = %namespace,
                 function = t.registration.function,
-                concurrency = t.options.concurrency,
                 ack_mode = t.handler.mode(),
+                options = %summary(kind, &t.name),
                 delayed = found.map(|c| c.delayed),
                 inflight = found.map(|c| c.inflight),
                 dead = found.map(|c| c.dead),
                 "listening"
             );
         }
-        if let Some(every) = self.gauges_every {
+        if let Some(every) = gauges_every {
             tasks.push(tokio::spawn(super::gauges::run(
                 producer.clone(),
                 (topics.clone(), streams.clone()),
@@ -186,17 +327,59 @@ impl RuntimeBuilder {
                 stop.clone(),
             )));
         }
+        // One listener when both endpoints share an address, else one each.
+        let mut endpoints: Vec<(std::net::SocketAddr, Routes)> = Vec::new();
+        if let Some(addr) = prometheus {
+            endpoints.push((
+                addr,
+                Routes {
+                    metrics: render,
+                    health: None,
+                },
+            ));
+        }
+        if let Some(addr) = health_addr {
+            match endpoints.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, routes)) => routes.health = Some(probe.clone()),
+                None => endpoints.push((
+                    addr,
+                    Routes {
+                        metrics: None,
+                        health: Some(probe.clone()),
+                    },
+                )),
+            }
+        }
+        for (addr, routes) in endpoints {
+            let what = match (&routes.metrics, &routes.health) {
+                (Some(_), Some(_)) => "/metrics, /health/live and /health/ready",
+                (Some(_), None) => "/metrics",
+                _ => "/health/live and /health/ready",
+            };
+            // Not one of the pool tasks: it outlives the shutdown until it is over.
+            drop(super::serve::bind(addr, routes, serving.clone()).await?);
+            tracing::info!(%addr, "serving {what}");
+        }
         // Wake-ups published before the subscription is in place would be missed (bosses would
         // catch up only at their safety sleep), so return once it is.
         if !topics.is_empty() && tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
             tracing::warn!("the wake-up subscription is not in place yet; new messages are found at the next safety check until it is");
         }
+        let shutdown_on = self
+            .shutdown_on
+            .as_ref()
+            .and_then(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()).take());
         Ok(RuntimeHandle::new(
             (topics, streams),
-            tasks,
-            producer,
-            (stop, abort),
-            self.shutdown_grace,
+            Parts {
+                tasks,
+                producer,
+                cancel: (stop, abort, serving),
+                grace,
+                config,
+                probe,
+            },
+            shutdown_on,
         ))
     }
 }
@@ -238,22 +421,26 @@ fn consumer_name() -> String {
     format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
 }
 
-/// The delay listeners to run: the selected ones and those of the selected `#[scheduled]` fns;
-/// an error naming both functions when two share a topic.
+/// The delay listeners to run, with their effective options: the selected ones and those of
+/// the selected `#[scheduled]` fns; an error naming both functions when two share a topic.
 fn listeners(
-    topics: &[&'static ListenerRegistration],
-    schedules: &[&'static ScheduleRegistration],
-) -> Result<Vec<&'static ListenerRegistration>> {
-    let mut all: Vec<&'static ListenerRegistration> = topics.to_vec();
-    for s in schedules {
-        if let Some(other) = all.iter().find(|r| r.topic == s.listener.topic) {
+    topics: &[(&'static ListenerRegistration, ListenerOptions)],
+    schedules: &[(
+        &'static ScheduleRegistration,
+        delayq_core::Schedule,
+        ListenerOptions,
+    )],
+) -> Result<Vec<(&'static ListenerRegistration, ListenerOptions)>> {
+    let mut all = topics.to_vec();
+    for (s, _, options) in schedules {
+        if let Some((other, _)) = all.iter().find(|(r, _)| r.topic == s.listener.topic) {
             return Err(Error::DuplicateListener {
                 topic: format!("topic {:?}", s.name),
                 first: other.function.to_string(),
                 second: s.listener.function.to_string(),
             });
         }
-        all.push(&s.listener);
+        all.push((&s.listener, *options));
     }
     Ok(all)
 }

@@ -57,12 +57,22 @@ impl ShutdownSignals {
     }
 }
 
-/// Runs every `#[delay_listener]` in this binary, configured from the environment, until
-/// SIGINT or SIGTERM; then shuts down gracefully (see [`RuntimeHandle::shutdown`]).
+/// Runs every `#[delay_listener]` (and stream listener, leader task, schedule) in this
+/// binary, configured from `delayq.toml` and the environment, until SIGINT or SIGTERM; then
+/// shuts down gracefully (see [`RuntimeHandle::shutdown`](crate::RuntimeHandle::shutdown)).
+///
+/// # Errors
+/// What [`RuntimeBuilder::spawn`](crate::RuntimeBuilder::spawn) refuses with, a signal that
+/// cannot be listened for, and [`Error::Unreturned`] from the shutdown.
 pub async fn start() -> Result<()> {
     let signals = ShutdownSignals::listen()?;
-    let handle = Runtime::builder().spawn().await?;
-    signals.received().await?;
-    tracing::info!("signal received; shutting down");
-    handle.shutdown().await
+    let handle = Runtime::builder()
+        .shutdown_on(async move {
+            if let Err(error) = signals.received().await {
+                tracing::error!(%error, "cannot wait for a signal; shutting down");
+            }
+        })
+        .spawn()
+        .await?;
+    handle.stopped().await
 }

@@ -1,6 +1,6 @@
 //! What `#[scheduled]` registers, and finding every scheduled fn linked in.
 
-use delayq_core::{CatchUp, Error, Schedule};
+use delayq_core::Error;
 
 use crate::delay::ListenerRegistration;
 use crate::registry::unique;
@@ -18,24 +18,13 @@ pub struct ScheduleRegistration {
     pub tz: &'static str,
     /// `last`, `none` or `all`.
     pub catch_up: &'static str,
+    /// The options the attribute wrote (the rest are defaults).
+    pub given: &'static [&'static str],
     /// The listener that runs the ticks.
     pub listener: ListenerRegistration,
 }
 
 inventory::collect!(ScheduleRegistration);
-
-impl ScheduleRegistration {
-    /// The schedule (the macro checked every part at compile time; this checks again).
-    pub(crate) fn schedule(&self) -> Result<Schedule, Error> {
-        let schedule = match self.cron {
-            Some(pattern) => Schedule::cron(pattern)?,
-            None => Schedule::every(std::time::Duration::from_millis(self.every_ms))?,
-        };
-        Ok(schedule
-            .tz(self.tz)?
-            .catch_up(self.catch_up.parse::<CatchUp>()?))
-    }
-}
 
 /// Every `#[scheduled]` fn linked into this binary; an error when two share a name.
 pub(crate) fn all_schedules() -> Result<Vec<&'static ScheduleRegistration>, Error> {

@@ -14,7 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::lease::{StreamBooks, StreamLease};
 use super::message::StreamDelivery;
-use super::registration::StreamListenerRegistration;
+use super::registration::{StreamListenerRegistration, StreamSettings};
 use crate::ack::Ack;
 use crate::ack_batcher::AckBatcher;
 use crate::handler::ErasedHandler;
@@ -37,6 +37,8 @@ pub(crate) struct StreamRuntime {
     pub(crate) registration: &'static StreamListenerRegistration,
     /// `max_attempts` is max_deliveries, `ack_timeout` is min_idle.
     pub(crate) options: ListenerOptions,
+    batch: u32,
+    pub(crate) from_start: bool,
     pub(crate) handler: Arc<dyn ErasedHandler<StreamDelivery>>,
     pub(crate) group: StreamGroup,
     pub(crate) acks: AckBatcher<StreamGroup>,
@@ -56,6 +58,7 @@ pub(crate) struct StreamRuntime {
 impl StreamRuntime {
     pub(crate) fn new(
         registration: &'static StreamListenerRegistration,
+        settings: StreamSettings,
         group: StreamGroup,
         stop: CancellationToken,
         abort: CancellationToken,
@@ -64,11 +67,13 @@ impl StreamRuntime {
             stream: registration.stream.into(),
             group_name: registration.group.into(),
             registration,
-            options: registration.options,
+            options: settings.options,
+            batch: settings.batch,
+            from_start: settings.from_start,
             handler: (registration.handler)(),
             acks: AckBatcher::spawn(group.clone()),
             group,
-            slots: Arc::new(Semaphore::new(registration.options.concurrency as usize)),
+            slots: Arc::new(Semaphore::new(settings.options.concurrency as usize)),
             reader_yield: Notify::new(),
             books: Arc::default(),
             stop,
@@ -88,7 +93,7 @@ impl StreamRuntime {
 
     /// The most entries one read asks for.
     pub(crate) fn batch(&self) -> usize {
-        self.registration.batch as usize
+        self.batch as usize
     }
 
     /// How often the take-over runs (and the heartbeat with it).

@@ -18,5 +18,5 @@ pub(crate) mod take_over;
 
 pub(crate) use listener::StreamRuntime;
 pub use message::{erase_stream, StreamDelivery, StreamMessage};
-pub(crate) use registration::all_stream_listeners;
 pub use registration::StreamListenerRegistration;
+pub(crate) use registration::{all_stream_listeners, StreamSettings};

@@ -78,7 +78,7 @@ pub(crate) fn dispatch(
 async fn create_group(stream: &StreamRuntime) -> bool {
     let mut retry = RetryDelay::new();
     loop {
-        match stream.group.create(stream.registration.from_start).await {
+        match stream.group.create(stream.from_start).await {
             Ok(created) => {
                 stream.health.ok();
                 if created {

@@ -111,7 +111,11 @@ impl TestRuntimeBuilder {
             ),
             (t, s) => (t.unwrap_or_default(), s.unwrap_or_default()),
         };
-        let handle = Runtime::builder()
+        let mut builder = Runtime::builder();
+        // A test runs the attributes' options: a delayq.toml or DELAYQ_ variables meant for
+        // a deployment do not reach it.
+        builder.external_config = false;
+        let handle = builder
             .redis_url(&url)
             .namespace(&namespace)
             .topics(topics.clone())

@@ -1,0 +1,17 @@
+//! External configuration (`delayq.toml` and `DELAYQ_…` variables): the options each kind of
+//! component takes and their value types (`options.rs`), reading a file with the line of every
+//! value (`file.rs`), variable names (`env.rs`), the nearest valid name for a typo
+//! (`suggest.rs`), and the values and where they came from (`value.rs`). Which topics, streams
+//! and schedules exist is the runtime's to check: it knows the binary's listeners.
+
+mod env;
+mod file;
+mod options;
+mod suggest;
+mod value;
+
+pub use env::{env_name, variable_prefix, CONFIG_VAR};
+pub use file::{ConfigFile, FileSetting, Scope};
+pub use options::{options, parse, synonym, Kind, Parsed, ValueKind};
+pub use suggest::nearest;
+pub use value::{BackoffSpec, ConfigSource, ConfigValue, Raw};

@@ -1,0 +1,355 @@
+//! The options each kind of component takes, their types and limits (the attributes' limits),
+//! and turning a source's value into a typed one with an error that says what was expected.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::value::{humane, BackoffSpec, ConfigValue, Raw};
+use crate::schedule::{CatchUp, Schedule};
+
+/// What a set of options belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The runtime itself (top-level keys).
+    Runtime,
+    /// A `#[delay_listener]` (`[listeners."<topic>"]`).
+    Listener,
+    /// A `#[stream_listener]` (`[streams."<stream>"."<group>"]`).
+    Stream,
+    /// A `#[leader_task]` (`[leader_tasks."<name>"]`).
+    LeaderTask,
+    /// A `#[scheduled]` fn (`[schedules."<name>"]`).
+    Schedule,
+}
+
+impl Kind {
+    /// The table that holds this kind's options in the file (`listeners`, …).
+    pub fn table(self) -> &'static str {
+        match self {
+            Kind::Runtime => "",
+            Kind::Listener => "listeners",
+            Kind::Stream => "streams",
+            Kind::LeaderTask => "leader_tasks",
+            Kind::Schedule => "schedules",
+        }
+    }
+
+    /// What one is called in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Runtime => "runtime",
+            Kind::Listener => "delay listener",
+            Kind::Stream => "stream listener",
+            Kind::LeaderTask => "leader task",
+            Kind::Schedule => "schedule",
+        }
+    }
+}
+
+/// The type of an option's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// `true` or `false`.
+    Bool,
+    /// A whole number from 1 to the maximum.
+    Count {
+        /// The largest allowed.
+        max: u32,
+    },
+    /// A humane duration (`"30s"`) of at least `min_ms`.
+    Duration {
+        /// The shortest allowed (ms).
+        min_ms: u64,
+    },
+    /// `"exp(1s, 10m)"` or `"fixed(5s)"`.
+    Backoff,
+    /// Any non-empty text.
+    Text,
+    /// A key namespace (the namespace rule).
+    Namespace,
+    /// A `host:port` to listen on.
+    Addr,
+    /// A cron pattern.
+    Cron,
+    /// An IANA time zone.
+    Tz,
+    /// `"last"`, `"none"` or `"all"`.
+    CatchUp,
+    /// `"$"` or `"0"`: where a new consumer group starts.
+    StreamStart,
+}
+
+/// A checked value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// A boolean.
+    Bool(bool),
+    /// A count.
+    Count(u32),
+    /// A duration (ms).
+    Ms(u64),
+    /// A backoff policy.
+    Backoff(BackoffSpec),
+    /// Text (a URL, namespace, cron pattern or time zone).
+    Text(String),
+    /// An address.
+    Addr(SocketAddr),
+    /// A catch-up policy.
+    CatchUp(CatchUp),
+    /// Whether a new group reads the stream from its start.
+    FromStart(bool),
+}
+
+impl std::fmt::Display for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parsed::Bool(b) => write!(f, "{b}"),
+            Parsed::Count(n) => write!(f, "{n}"),
+            Parsed::Ms(ms) => f.write_str(&humane(*ms)),
+            Parsed::Backoff(b) => write!(f, "{b}"),
+            Parsed::Text(t) => f.write_str(t),
+            Parsed::Addr(a) => write!(f, "{a}"),
+            Parsed::CatchUp(c) => write!(f, "{c}"),
+            Parsed::FromStart(true) => f.write_str("0"),
+            Parsed::FromStart(false) => f.write_str("$"),
+        }
+    }
+}
+
+// The limits are the attributes' (delayq-macros' values.rs and validate.rs).
+const CONCURRENCY: ValueKind = ValueKind::Count { max: 10_000 };
+const ATTEMPTS: ValueKind = ValueKind::Count { max: 1_000_000 };
+const LEASE: ValueKind = ValueKind::Duration { min_ms: 100 };
+
+const RUNTIME: &[(&str, ValueKind)] = &[
+    ("redis_url", ValueKind::Text),
+    ("namespace", ValueKind::Namespace),
+    ("shutdown_grace", ValueKind::Duration { min_ms: 1 }),
+    ("gauges_every", ValueKind::Duration { min_ms: 1_000 }),
+    ("prometheus", ValueKind::Addr),
+    ("health", ValueKind::Addr),
+];
+const LISTENER: &[(&str, ValueKind)] = &[
+    ("enabled", ValueKind::Bool),
+    ("concurrency", CONCURRENCY),
+    ("max_attempts", ATTEMPTS),
+    ("ack_timeout", LEASE),
+    ("backoff", ValueKind::Backoff),
+];
+const STREAM: &[(&str, ValueKind)] = &[
+    ("enabled", ValueKind::Bool),
+    ("concurrency", CONCURRENCY),
+    ("max_deliveries", ATTEMPTS),
+    ("min_idle", LEASE),
+    ("batch", ValueKind::Count { max: 10_000 }),
+    ("backoff", ValueKind::Backoff),
+    ("start", ValueKind::StreamStart),
+];
+const LEADER_TASK: &[(&str, ValueKind)] = &[
+    ("enabled", ValueKind::Bool),
+    ("every", ValueKind::Duration { min_ms: 1 }),
+    ("ttl", ValueKind::Duration { min_ms: 300 }),
+];
+const SCHEDULE: &[(&str, ValueKind)] = &[
+    ("enabled", ValueKind::Bool),
+    ("cron", ValueKind::Cron),
+    ("every", ValueKind::Duration { min_ms: 10 }),
+    ("tz", ValueKind::Tz),
+    ("catch_up", ValueKind::CatchUp),
+    ("concurrency", CONCURRENCY),
+    ("max_attempts", ATTEMPTS),
+    ("ack_timeout", LEASE),
+    ("backoff", ValueKind::Backoff),
+];
+
+/// The options `kind` takes, with their types.
+pub fn options(kind: Kind) -> &'static [(&'static str, ValueKind)] {
+    match kind {
+        Kind::Runtime => RUNTIME,
+        Kind::Listener => LISTENER,
+        Kind::Stream => STREAM,
+        Kind::LeaderTask => LEADER_TASK,
+        Kind::Schedule => SCHEDULE,
+    }
+}
+
+/// The option of `kind` that another kind's `name` corresponds to: a stream listener's
+/// `max_deliveries` and `min_idle` are a delay listener's `max_attempts` and `ack_timeout`.
+pub fn synonym(kind: Kind, name: &str) -> Option<&'static str> {
+    match (kind, name) {
+        (Kind::Stream, "max_attempts") => Some("max_deliveries"),
+        (Kind::Stream, "ack_timeout") => Some("min_idle"),
+        (Kind::Listener | Kind::Schedule, "max_deliveries") => Some("max_attempts"),
+        (Kind::Listener | Kind::Schedule, "min_idle") => Some("ack_timeout"),
+        _ => None,
+    }
+}
+
+fn found(raw: &Raw) -> String {
+    match raw {
+        Raw::Typed(ConfigValue::Bool(b)) => format!("the boolean {b}"),
+        Raw::Typed(ConfigValue::Int(n)) => format!("the number {n}"),
+        Raw::Typed(ConfigValue::Duration(d)) => format!("the duration {d:?}"),
+        Raw::Typed(ConfigValue::Text(t)) | Raw::Text(t) => format!("{t:?}"),
+        Raw::Other(what) => format!("a {what}"),
+    }
+}
+
+/// A humane duration: a whole number followed by `ms`, `s`, `m` or `h` (as in the attributes).
+pub(crate) fn duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let factor = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(factor).filter(|ms| *ms > 0)
+}
+
+fn backoff(text: &str) -> Option<BackoffSpec> {
+    let text = text.trim();
+    if let Some(inner) = text.strip_prefix("exp(").and_then(|t| t.strip_suffix(')')) {
+        let (base, max) = inner.split_once(',')?;
+        let (base_ms, max_ms) = (duration_ms(base)?, duration_ms(max)?);
+        return (max_ms >= base_ms).then_some(BackoffSpec::Exponential { base_ms, max_ms });
+    }
+    let inner = text.strip_prefix("fixed(")?.strip_suffix(')')?;
+    Some(BackoffSpec::Fixed {
+        ms: duration_ms(inner)?,
+    })
+}
+
+/// The text of a value that must be text (from a file or builder), or of any value from the
+/// environment.
+fn text(raw: &Raw) -> Option<&str> {
+    match raw {
+        Raw::Typed(ConfigValue::Text(t)) | Raw::Text(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// Checks `raw` against `kind`; the error says what was expected and what was found.
+pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
+    let expected = |what: &str| format!("expected {what}, found {}", found(raw));
+    match kind {
+        ValueKind::Bool => match raw {
+            Raw::Typed(ConfigValue::Bool(b)) => Ok(Parsed::Bool(*b)),
+            Raw::Text(t) if t.eq_ignore_ascii_case("true") => Ok(Parsed::Bool(true)),
+            Raw::Text(t) if t.eq_ignore_ascii_case("false") => Ok(Parsed::Bool(false)),
+            _ => Err(expected("true or false")),
+        },
+        ValueKind::Count { max } => {
+            let n = match raw {
+                Raw::Typed(ConfigValue::Int(n)) => Some(*n),
+                Raw::Text(t) => t.trim().parse::<i64>().ok(),
+                _ => None,
+            };
+            match n {
+                Some(n) if (1..=i64::from(max)).contains(&n) => Ok(Parsed::Count(n as u32)),
+                _ => Err(expected(&format!("a whole number from 1 to {max}"))),
+            }
+        }
+        ValueKind::Duration { min_ms } => {
+            let ms = match raw {
+                Raw::Typed(ConfigValue::Duration(d)) => u64::try_from(d.as_millis()).ok(),
+                other => text(other).and_then(duration_ms),
+            };
+            match ms {
+                Some(ms) if ms >= min_ms => Ok(Parsed::Ms(ms)),
+                Some(_) => Err(format!(
+                    "{} is too short: at least {}",
+                    found(raw),
+                    humane(min_ms)
+                )),
+                None => Err(expected(
+                    "a duration: a whole number with a unit ms, s, m or h, like \"30s\"",
+                )),
+            }
+        }
+        ValueKind::Backoff => text(raw)
+            .and_then(backoff)
+            .map(Parsed::Backoff)
+            .ok_or_else(|| {
+                expected("\"exp(<base>, <max>)\" or \"fixed(<delay>)\", like \"exp(1s, 10m)\"")
+            }),
+        ValueKind::Text => match text(raw) {
+            Some(t) if !t.trim().is_empty() => Ok(Parsed::Text(t.trim().to_string())),
+            _ => Err(expected("non-empty text")),
+        },
+        ValueKind::Namespace => {
+            let t = text(raw).ok_or_else(|| expected("a namespace"))?;
+            crate::names::validate_namespace(t).map_err(|e| e.to_string())?;
+            Ok(Parsed::Text(t.to_string()))
+        }
+        ValueKind::Addr => text(raw)
+            .and_then(|t| t.trim().parse::<SocketAddr>().ok())
+            .map(Parsed::Addr)
+            .ok_or_else(|| expected("an address to listen on, like \"0.0.0.0:9090\"")),
+        ValueKind::Cron => {
+            let t = text(raw).ok_or_else(|| expected("a cron pattern"))?;
+            Schedule::cron(t).map_err(|e| e.to_string())?;
+            Ok(Parsed::Text(t.trim().to_string()))
+        }
+        ValueKind::Tz => {
+            let t = text(raw).ok_or_else(|| expected("an IANA time zone"))?;
+            Schedule::every(Duration::from_secs(60))
+                .and_then(|s| s.tz(t))
+                .map_err(|e| e.to_string())?;
+            Ok(Parsed::Text(t.trim().to_string()))
+        }
+        ValueKind::CatchUp => text(raw)
+            .and_then(|t| t.trim().parse::<CatchUp>().ok())
+            .map(Parsed::CatchUp)
+            .ok_or_else(|| expected("\"last\", \"none\" or \"all\"")),
+        ValueKind::StreamStart => match text(raw).map(str::trim) {
+            Some("$") => Ok(Parsed::FromStart(false)),
+            Some("0") => Ok(Parsed::FromStart(true)),
+            _ => Err(expected(
+                "\"$\" (new entries only) or \"0\" (the whole stream)",
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_against_their_type() {
+        let text = |s: &str| Raw::Text(s.to_string());
+        let count = ValueKind::Count { max: 10 };
+        assert_eq!(parse(count, &text("7")), Ok(Parsed::Count(7)));
+        assert_eq!(parse(count, &Raw::Typed(7.into())), Ok(Parsed::Count(7)));
+        assert!(parse(count, &text("11"))
+            .unwrap_err()
+            .contains("from 1 to 10"));
+        assert!(parse(count, &Raw::Typed("7".into())).is_err());
+        let lease = ValueKind::Duration { min_ms: 100 };
+        assert_eq!(parse(lease, &text("30s")), Ok(Parsed::Ms(30_000)));
+        assert!(parse(lease, &text("50ms"))
+            .unwrap_err()
+            .contains("too short"));
+        assert!(parse(lease, &Raw::Typed(30.into())).is_err());
+        assert_eq!(
+            parse(ValueKind::Backoff, &text("exp(1s, 10m)")).map(|p| p.to_string()),
+            Ok("exp(1s, 10m)".to_string())
+        );
+        assert!(parse(ValueKind::Backoff, &text("exp(10m, 1s)")).is_err());
+        assert_eq!(
+            parse(ValueKind::Bool, &text("FALSE")),
+            Ok(Parsed::Bool(false))
+        );
+        assert!(parse(ValueKind::Bool, &Raw::Typed("false".into())).is_err());
+        assert!(parse(ValueKind::Tz, &text("Mars/Olympus")).is_err());
+        assert!(parse(ValueKind::Cron, &text("0 25 * * *"))
+            .unwrap_err()
+            .contains("hour"));
+    }
+}

@@ -1,0 +1,194 @@
+//! Health: whether Redis answers, and per listener whether it runs, is switched off by
+//! configuration, or fails (since when, and why); live and ready as orchestrators ask them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use delayq_core::config::Kind;
+use delayq_core::protocol::RedisConn;
+use serde::{Serialize, Serializer};
+use tokio::task::AbortHandle;
+
+use crate::delay::TopicRuntime;
+use crate::health::Health as Watch;
+use crate::stream::StreamRuntime;
+
+/// How long a health check waits for Redis to answer its `PING`.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A runtime's health: what [`RuntimeHandle::health`](crate::RuntimeHandle::health) returns
+/// and `GET /health/ready` serves as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    /// The runtime's tasks are alive (none ended by a panic); what `/health/live` answers.
+    pub live: bool,
+    /// Redis answers, every enabled listener runs, and no shutdown has begun; what
+    /// `/health/ready` answers.
+    pub ready: bool,
+    /// A shutdown has begun.
+    pub stopping: bool,
+    /// Whether Redis answers.
+    pub redis: RedisHealth,
+    /// Every listener, stream listener, schedule and leader task the runtime selected.
+    pub listeners: Vec<ListenerHealth>,
+}
+
+/// Whether Redis answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RedisHealth {
+    /// It answered the last check.
+    Up,
+    /// It has not answered since `since`.
+    Down {
+        /// When the runtime first found it gone (serialized as Unix milliseconds).
+        #[serde(serialize_with = "unix_ms")]
+        since: SystemTime,
+        /// The first error.
+        error: String,
+    },
+}
+
+/// One listener's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListenerHealth {
+    /// What it is.
+    pub kind: Kind,
+    /// Its topic, `stream/group`, or name.
+    pub name: String,
+    /// How it is.
+    #[serde(flatten)]
+    pub state: ListenerState,
+}
+
+/// How one listener is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ListenerState {
+    /// It runs.
+    Running,
+    /// `enabled = false` switched it off; it does not count against readiness.
+    Disabled,
+    /// Its Redis calls fail since `since`; it retries with backoff.
+    Failing {
+        /// Since when (serialized as Unix milliseconds).
+        #[serde(serialize_with = "unix_ms")]
+        since: SystemTime,
+        /// The first error.
+        error: String,
+    },
+}
+
+fn unix_ms<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    let ms = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    s.serialize_u64(ms)
+}
+
+/// What a component's health is read from.
+pub(crate) enum Watched {
+    Disabled,
+    Topic(Arc<TopicRuntime>),
+    Stream(Arc<StreamRuntime>),
+    /// Leader tasks: alive with the runtime's tasks.
+    Running,
+}
+
+/// What health is read from, shared by the handle and the health endpoint.
+pub(crate) struct Probe {
+    conn: RedisConn,
+    /// Redis as the wake-up subscription and the checks' `PING`s find it.
+    redis: Arc<Watch>,
+    components: Vec<(Kind, String, Watched)>,
+    tasks: Mutex<Vec<AbortHandle>>,
+    stopping: AtomicBool,
+}
+
+impl Probe {
+    pub(crate) fn new(conn: RedisConn, redis: Arc<Watch>) -> Self {
+        Probe {
+            conn,
+            redis,
+            components: Vec::new(),
+            tasks: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn watch(&mut self, kind: Kind, name: String, watched: Watched) {
+        self.components.push((kind, name, watched));
+    }
+
+    pub(crate) fn tasks(&self, tasks: impl IntoIterator<Item = AbortHandle>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(tasks);
+    }
+
+    pub(crate) fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks Redis (`PING`, within 2 s), then reads every component.
+    pub(crate) async fn check(&self) -> Health {
+        let ping = self.conn.run(|mut c| async move {
+            redis::cmd("PING").query_async::<redis::Value>(&mut c).await
+        });
+        match tokio::time::timeout(PING_TIMEOUT, ping).await {
+            Ok(Ok(_)) => self.redis.ok(),
+            Ok(Err(e)) => self.redis.failed(&e),
+            Err(_) => self.redis.failed(&"Redis did not answer PING within 2s"),
+        }
+        self.read()
+    }
+
+    fn read(&self) -> Health {
+        let stopping = self.stopping.load(Ordering::Relaxed);
+        let redis = match self.redis.failing_since() {
+            None => RedisHealth::Up,
+            Some((since, error)) => RedisHealth::Down { since, error },
+        };
+        let failing = |w: &Watch| match w.failing_since() {
+            None => ListenerState::Running,
+            Some((since, error)) => ListenerState::Failing { since, error },
+        };
+        let listeners: Vec<ListenerHealth> = self
+            .components
+            .iter()
+            .map(|(kind, name, watched)| ListenerHealth {
+                kind: *kind,
+                name: name.clone(),
+                state: match watched {
+                    Watched::Disabled => ListenerState::Disabled,
+                    Watched::Topic(t) => failing(&t.health),
+                    Watched::Stream(s) => failing(&s.health),
+                    Watched::Running => ListenerState::Running,
+                },
+            })
+            .collect();
+        let tasks_alive = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .all(|t| !t.is_finished());
+        let live = stopping || tasks_alive;
+        let ready = !stopping
+            && tasks_alive
+            && redis == RedisHealth::Up
+            && listeners
+                .iter()
+                .all(|l| matches!(l.state, ListenerState::Running | ListenerState::Disabled));
+        Health {
+            live,
+            ready,
+            stopping,
+            redis,
+            listeners,
+        }
+    }
+}
