@@ -18,6 +18,7 @@
 //! | `catalog.rs`, `layout.rs` | the registry of names; the layout version of a namespace |
 //! | `env.rs`, `error.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
+//! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
 #![warn(missing_docs)]
 
 mod catalog;
