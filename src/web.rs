@@ -28,6 +28,24 @@ impl Service {
         Service { child, first_line }
     }
 
+    /// Sends `sig` and waits up to `within` for the process to exit: its exit status, or
+    /// `None` when it did not exit in time (it is then killed when dropped).
+    pub fn signal_and_wait(
+        &mut self,
+        sig: libc::c_int,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        signal_pid(self.child.id(), sig);
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The first `http://…` word of its first line, without a trailing slash.
     pub fn url(&self) -> String {
         self.first_line

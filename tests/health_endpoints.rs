@@ -1,0 +1,123 @@
+//! Health for orchestrators: `/health/ready` answers 503 while Redis is stopped and 200 again
+//! after, `/health/live` stays 200, and both share the Prometheus listener.
+
+use std::time::{Duration, Instant};
+
+use delayq_dev::http_agent;
+use delayq_dev::{free_port, RedisServer};
+use delayq_runtime::{delay_listener, RedisHealth, Runtime};
+
+#[delay_listener(topic = "health.orders")]
+async fn orders(_: u32) {}
+
+/// GET `path`: the status and the body.
+async fn get(base: &str, path: &str) -> (u16, String) {
+    let url = format!("{base}{path}");
+    tokio::task::spawn_blocking(move || {
+        let mut r = http_agent().get(&url).call().expect("GET");
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_to_string().expect("a body"))
+    })
+    .await
+    .unwrap()
+}
+
+/// Polls `path` until it answers `status`; how long that took.
+async fn until(base: &str, path: &str, status: u16, within: Duration) -> (Duration, String) {
+    let start = Instant::now();
+    loop {
+        let (s, body) = get(base, path).await;
+        if s == status {
+            return (start.elapsed(), body);
+        }
+        assert!(
+            start.elapsed() < within,
+            "{path} still answers {s}, not {status}, after {within:?}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ready_is_503_while_redis_is_stopped_and_200_after() {
+    let mut server = RedisServer::start();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let handle = Runtime::builder()
+        .redis_url(server.url())
+        .prometheus(addr)
+        .health(addr)
+        .spawn()
+        .await
+        .expect("spawn");
+    let base = format!("http://{addr}");
+
+    let (status, body) = get(&base, "/health/ready").await;
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["ready"], true);
+    assert_eq!(json["redis"]["state"], "up");
+    assert_eq!(json["listeners"][0]["name"], "health.orders");
+    assert_eq!(json["listeners"][0]["state"], "running");
+    // The same listener serves the metrics.
+    let (status, metrics) = get(&base, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("delayq_pending"), "{metrics}");
+    // Nothing else: no other path, no other method.
+    assert_eq!(get(&base, "/health").await.0, 404);
+    let post = tokio::task::spawn_blocking({
+        let url = format!("{base}/health/ready");
+        move || {
+            http_agent()
+                .post(&url)
+                .send_empty()
+                .expect("POST")
+                .status()
+                .as_u16()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(post, 405);
+
+    server.stop();
+    let stopped_at = Instant::now();
+    let (took, body) = until(&base, "/health/ready", 503, Duration::from_secs(10)).await;
+    println!("ready went 503 {took:?} after Redis stopped");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["ready"], false);
+    assert_eq!(json["redis"]["state"], "down", "{body}");
+    assert!(json["redis"]["since"].as_u64().unwrap() > 0);
+    let (status, body) = get(&base, "/health/live").await;
+    assert_eq!(
+        status, 200,
+        "the runtime's tasks live on while Redis is gone: {body}"
+    );
+    let health = handle.health().await;
+    assert!(
+        matches!(health.redis, RedisHealth::Down { .. }),
+        "{health:?}"
+    );
+    assert!(stopped_at.elapsed() < Duration::from_secs(30));
+
+    server.restart();
+    let (took, body) = until(&base, "/health/ready", 200, Duration::from_secs(20)).await;
+    println!("ready went 200 {took:?} after Redis restarted");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["redis"]["state"], "up");
+    assert_eq!(json["listeners"][0]["state"], "running", "{body}");
+    // And it works again: a message sent now is handled.
+    let producer = handle.producer();
+    producer
+        .send("health.orders", &1u32, Duration::ZERO)
+        .await
+        .unwrap();
+
+    handle.shutdown().await.unwrap();
+    // The endpoint closes with the runtime.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let url = format!("{base}/health/live");
+    let after = tokio::task::spawn_blocking(move || http_agent().get(&url).call().is_err())
+        .await
+        .unwrap();
+    assert!(after, "the health endpoint still answers after shutdown");
+}

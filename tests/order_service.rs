@@ -1,0 +1,168 @@
+//! The order service example as a client and an orchestrator meet it: orders placed, paid
+//! and timed out over HTTP, its health and metrics, and one SIGTERM that stops HTTP and the
+//! runtime together without losing a timeout.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use delayq_dev::{free_port, get_json, http_agent, RedisServer, Service};
+use delayq_runtime::Producer;
+
+fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+fn post(agent: &ureq::Agent, url: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+    let req = agent.post(url).header("content-type", "application/json");
+    let mut r = match body {
+        Some(b) => req.send(b),
+        None => req.send_empty(),
+    }
+    .expect("POST");
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+fn state(agent: &ureq::Agent, base: &str, id: u64) -> String {
+    let (code, order) = get_json(agent, &format!("{base}/orders/{id}"));
+    assert_eq!(code, 200, "{order}");
+    order["state"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
+    let server = RedisServer::start();
+    let ops = format!("127.0.0.1:{}", free_port());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delayq.toml");
+    let mut cmd = Command::new(example_binary("order_service"));
+    cmd.env("DELAYQ_REDIS_URL", server.url())
+        .env("DELAYQ_CONFIG", &config)
+        // The environment wins over the file: the test's own port for health and metrics.
+        .env("DELAYQ_HEALTH", &ops)
+        .env("DELAYQ_PROMETHEUS", &ops)
+        .env("DELAYQ_LISTENER_ORDER_TIMEOUT_CONCURRENCY", "4")
+        .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
+        .env("DELAYQ_EXAMPLE_PAY_WITHIN_MS", "1500")
+        .env("RUST_LOG", "warn");
+    let mut app = Service::start(cmd);
+    let base = app.url();
+    let agent = http_agent();
+    assert!(
+        app.first_line
+            .contains(&format!("http://{ops}/health/ready")),
+        "{}",
+        app.first_line
+    );
+    let (code, health) = get_json(&agent, &format!("http://{ops}/health/ready"));
+    assert_eq!(code, 200, "{health}");
+
+    // Placed and paid: its timeout is cancelled.
+    let (code, a) = post(
+        &agent,
+        &format!("{base}/orders"),
+        Some(r#"{"item":"book"}"#),
+    );
+    assert_eq!(code, 201, "{a}");
+    assert_eq!(a["state"], "awaiting_payment");
+    let a = a["id"].as_u64().unwrap();
+    let (code, paid) = post(&agent, &format!("{base}/orders/{a}/pay"), None);
+    assert_eq!(
+        (code, paid["state"].as_str()),
+        (200, Some("paid")),
+        "{paid}"
+    );
+    // Placed and left: closed after 1.5 s.
+    let (code, b) = post(
+        &agent,
+        &format!("{base}/orders"),
+        Some(r#"{"item":"lamp"}"#),
+    );
+    assert_eq!(code, 201, "{b}");
+    let b = b["id"].as_u64().unwrap();
+    let placed = Instant::now();
+    while state(&agent, &base, b) != "closed" {
+        assert!(
+            placed.elapsed() < Duration::from_secs(10),
+            "order {b} was not closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = placed.elapsed();
+    assert!(took >= Duration::from_millis(1400), "closed after {took:?}");
+    println!("the unpaid order was closed {took:?} after it was placed (timeout 1.5 s)");
+    assert_eq!(state(&agent, &base, a), "paid", "the paid order stays paid");
+    // Too late to pay; unknown orders and bad input are refused with JSON.
+    let (code, body) = post(&agent, &format!("{base}/orders/{b}/pay"), None);
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(post(&agent, &format!("{base}/orders/999/pay"), None).0, 404);
+    assert_eq!(get_json(&agent, &format!("{base}/orders/999")).0, 404);
+    let (code, _) = post(&agent, &format!("{base}/orders"), Some(r#"{"item":""}"#));
+    assert_eq!(code, 422);
+    let (code, _) = post(&agent, &format!("{base}/orders"), Some("not json"));
+    assert!(code == 400 || code == 422, "{code}");
+
+    // The metrics: one timeout handled, on the health listener's port.
+    let mut r = agent.get(&format!("http://{ops}/metrics")).call().unwrap();
+    let metrics = r.body_mut().read_to_string().unwrap();
+    let handled = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("delayq_handled_total")
+                && l.contains("order.timeout")
+                && l.contains("\"ok\"")
+        })
+        .unwrap_or_else(|| panic!("no handled count in {metrics}"));
+    assert!(handled.ends_with(" 1"), "{handled}");
+
+    // A third order, then SIGTERM at once: HTTP and the runtime stop together, exit 0.
+    let (code, c) = post(&agent, &format!("{base}/orders"), Some(r#"{"item":"pen"}"#));
+    assert_eq!(code, 201, "{c}");
+    let status = app
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exited within the grace period");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        agent.get(&format!("{base}/orders/1")).call().is_err(),
+        "HTTP stopped"
+    );
+    assert!(
+        agent
+            .get(&format!("http://{ops}/health/live"))
+            .call()
+            .is_err(),
+        "health stopped"
+    );
+
+    // Nothing lost: the third order's timeout waits in Redis for the next process.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let counts = rt.block_on(async {
+        let producer = Producer::connect(&server.url())
+            .await
+            .unwrap()
+            .with_namespace("shop")
+            .unwrap();
+        producer.counts("order.timeout").await.unwrap()
+    });
+    assert_eq!(
+        (counts.delayed, counts.inflight, counts.dead),
+        (1, 0, 0),
+        "{counts:?}"
+    );
+}
