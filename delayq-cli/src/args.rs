@@ -68,6 +68,9 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: Option<ScheduleCommand>,
     },
+    /// The runtime's configuration file, checked offline: `delayq config check [FILE]`.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// A live web page with all of the above (read-only unless --allow-writes).
     Dashboard {
         /// Where to serve it. Anything but loopback exposes your queues to that network.
@@ -106,6 +109,17 @@ pub(crate) struct SendArgs {
     /// Handler runs allowed in all (default: the listener's).
     #[arg(long)]
     pub(crate) max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Checks a delayq.toml: its syntax, option names and value types, without Redis or the
+    /// service's binary (so not whether each topic has a listener). Exit 0 when it is sound,
+    /// 2 listing every problem with its line, 1 when it cannot be read.
+    Check {
+        /// The file (default: DELAYQ_CONFIG, else ./delayq.toml).
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! One function per command; each prints a table, or JSON with `--json`. The dead-letter
-//! commands are in dead.rs, the schedule commands in schedules.rs.
+//! commands are in dead.rs, the schedule commands in schedules.rs, `config check` in config.rs.
 
+mod config;
 mod dead;
 mod outcome;
 mod schedules;
@@ -19,6 +20,10 @@ use crate::namespace::{all_rooms, all_stats, all_streams, connect, Entry};
 use crate::report::{self, table};
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
+    // Offline: no Redis.
+    if let Command::Config(action) = cli.command {
+        return config::run(cli.json, action);
+    }
     let p = connect(&cli.redis_url, &cli.namespace).await?;
     let json = cli.json;
     match cli.command {
@@ -175,6 +180,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             );
         }
         Command::Schedules { action } => schedules::run(&p, json, action).await?,
+        Command::Config(_) => unreachable!("handled above"),
         Command::Dashboard {
             listen,
             allow_writes,

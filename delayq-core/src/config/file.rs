@@ -340,6 +340,7 @@ impl ConfigFile {
         // toml hands a table's keys over sorted by name; report in the file's order.
         reader.problems.sort_by_key(|(line, _)| *line);
         file.settings = reader.settings;
+        file.settings.sort_by_key(|s| s.line);
         (file, reader.problems.into_iter().map(|(_, p)| p).collect())
     }
 

@@ -133,7 +133,7 @@ impl RuntimeHandle {
         &self.shared.config
     }
 
-    /// Asks Redis (a `PING` within 2 s) and reads every listener's state: what
+    /// Asks Redis (a `PING` within 800 ms) and reads every listener's state: what
     /// `GET /health/ready` serves. Never fails: an unreachable Redis is
     /// [`RedisHealth::Down`](crate::RedisHealth::Down) with since when.
     pub async fn health(&self) -> Health {

@@ -14,8 +14,9 @@ use crate::delay::TopicRuntime;
 use crate::health::Health as Watch;
 use crate::stream::StreamRuntime;
 
-/// How long a health check waits for Redis to answer its `PING`.
-const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a health check waits for Redis to answer its `PING`: under Kubernetes' default
+/// probe timeout of 1 s, so that a frozen Redis gets a 503 rather than a timed-out probe.
+const PING_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// A runtime's health: what [`RuntimeHandle::health`](crate::RuntimeHandle::health) returns
 /// and `GET /health/ready` serves as JSON.
@@ -141,7 +142,7 @@ impl Probe {
         match tokio::time::timeout(PING_TIMEOUT, ping).await {
             Ok(Ok(_)) => self.redis.ok(),
             Ok(Err(e)) => self.redis.failed(&e),
-            Err(_) => self.redis.failed(&"Redis did not answer PING within 2s"),
+            Err(_) => self.redis.failed(&"Redis did not answer PING within 800ms"),
         }
         self.read()
     }
