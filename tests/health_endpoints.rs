@@ -1,14 +1,19 @@
 //! Health for orchestrators: `/health/ready` answers 503 while Redis is stopped and 200 again
 //! after, `/health/live` stays 200, and both share the Prometheus listener.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use delayq_dev::http_agent;
 use delayq_dev::{free_port, RedisServer};
 use delayq_runtime::{delay_listener, RedisHealth, Runtime};
 
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
 #[delay_listener(topic = "health.orders")]
-async fn orders(_: u32) {}
+async fn orders(_: u32) {
+    HANDLED.fetch_add(1, Ordering::SeqCst);
+}
 
 /// GET `path`: the status and the body.
 async fn get(base: &str, path: &str) -> (u16, String) {
@@ -106,11 +111,27 @@ async fn ready_is_503_while_redis_is_stopped_and_200_after() {
     assert_eq!(json["redis"]["state"], "up");
     assert_eq!(json["listeners"][0]["state"], "running", "{body}");
     // And it works again: a message sent now is handled.
-    let producer = handle.producer();
-    producer
+    handle
+        .producer()
         .send("health.orders", &1u32, Duration::ZERO)
         .await
         .unwrap();
+    let sent = Instant::now();
+    while HANDLED.load(Ordering::SeqCst) == 0 {
+        assert!(sent.elapsed() < Duration::from_secs(10), "not handled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Frozen (SIGSTOP: connections open, nothing answers): 503 within a probe's 1 s timeout.
+    server.freeze();
+    let asked = Instant::now();
+    let (status, body) = get(&base, "/health/ready").await;
+    let took = asked.elapsed();
+    assert_eq!(status, 503, "{body}");
+    assert!(took < Duration::from_secs(1), "answered after {took:?}");
+    println!("a frozen Redis answered 503 in {took:?}");
+    server.thaw();
+    until(&base, "/health/ready", 200, Duration::from_secs(20)).await;
 
     handle.shutdown().await.unwrap();
     // The endpoint closes with the runtime.

@@ -134,7 +134,7 @@ impl Probe {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    /// Asks Redis (`PING`, within 2 s), then reads every component.
+    /// Asks Redis (`PING`, within 800 ms), then reads every component.
     pub(crate) async fn check(&self) -> Health {
         let ping = self.conn.run(|mut c| async move {
             redis::cmd("PING").query_async::<redis::Value>(&mut c).await
