@@ -125,7 +125,7 @@ pub(crate) enum ConfigCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ScheduleCommand {
     /// Removes a schedule (exit 1 when there is none). A tick already written, at most about a
-    /// second ahead of its time, still runs; a #[scheduled] fn's schedule is written again when
+    /// second ahead of its time, still runs; a `#[scheduled]` fn's schedule is written again when
     /// a runtime that has it starts.
     Remove { name: String },
 }

@@ -19,7 +19,7 @@
 //! | `env.rs`, `error.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod catalog;
 pub mod config;

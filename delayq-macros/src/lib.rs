@@ -1,6 +1,7 @@
 //! `#[delay_listener]`, `#[stream_listener]`, `#[leader_task]` and `#[scheduled]`: register an `async fn` with
 //! the delayq runtime. Use them through `delayq_runtime`, which re-exports them; their
 //! documentation is on each attribute.
+#![deny(missing_docs)]
 //!
 //! The crate follows tracing-attributes' shape: `attr.rs` parses the arguments into a typed
 //! table, `validate.rs` checks them and the function, `expand.rs` generates the registration.

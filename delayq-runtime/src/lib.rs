@@ -41,7 +41,7 @@
 //! Logs go through `tracing` with constant messages and the values as fields: `topic`, `id`,
 //! `attempt` (on the `delayq.handle` span), `error` for a failure's text, `reason` for why a
 //! message was dead-lettered or not delivered, `count` for how many.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 // Lets the code #[delay_listener] generates (`::delayq_runtime::...`) compile in this crate's
 // own tests too.

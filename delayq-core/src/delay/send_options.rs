@@ -42,7 +42,7 @@ impl When {
     }
 }
 
-/// Options for [`Producer::send_with`].
+/// Options for [`Producer::send_with`](crate::Producer::send_with).
 ///
 /// ```
 /// use std::time::Duration;
@@ -133,7 +133,7 @@ impl SendOptions {
     }
 }
 
-/// What [`Producer::send_with`] did.
+/// What [`Producer::send_with`](crate::Producer::send_with) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
     /// A new message.
@@ -153,7 +153,7 @@ impl SendOutcome {
     }
 }
 
-/// What [`Producer::cancel`] did.
+/// What [`Producer::cancel`](crate::Producer::cancel) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancelled {
     /// It was pending and is gone; it will not be delivered.

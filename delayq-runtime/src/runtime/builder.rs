@@ -201,7 +201,7 @@ impl RuntimeBuilder {
 
     /// Serves `GET /health/live` and `GET /health/ready` at `addr` (200 or 503, a JSON body:
     /// [`RuntimeHandle::health`](crate::RuntimeHandle::health)); on the same listener as
-    /// [`prometheus`](Self::prometheus) when that is on. [`spawn`](Self::spawn) fails when the
+    /// `prometheus(..)` (feature `prometheus`) when that is on. [`spawn`](Self::spawn) fails when the
     /// address cannot be bound.
     pub fn health(mut self, addr: std::net::SocketAddr) -> Self {
         self.health = Some(addr);
@@ -244,7 +244,7 @@ impl RuntimeBuilder {
 
     /// Refreshes the `delayq_pending` and `delayq_dead` gauges from Redis every `every` (a
     /// few reads per topic and stream each time). Off by default, so that an idle runtime
-    /// sends Redis nothing; [`prometheus`](Self::prometheus) turns it on at 10 s.
+    /// sends Redis nothing; `prometheus(..)` (feature `prometheus`) turns it on at 10 s.
     pub fn gauges_every(mut self, every: Duration) -> Self {
         self.gauges_every = Some(every.max(Duration::from_secs(1)));
         self
