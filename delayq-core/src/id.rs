@@ -28,6 +28,9 @@ impl MessageId {
     }
 
     /// A user-chosen id: 1 to 256 bytes, no control characters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`](crate::Error::InvalidId) saying what is wrong with it.
     pub fn new(id: impl Into<String>) -> Result<Self, Error> {
         let id = id.into();
         let reason = if id.is_empty() {

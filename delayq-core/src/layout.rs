@@ -31,6 +31,11 @@ impl Producer {
     /// Checks, once per producer and namespace, that the namespace holds this build's layout
     /// (marking a new namespace with it); [`Error::LayoutMismatch`] when it holds another.
     /// Sends and the runtime's start do this; call it to fail early.
+    ///
+    /// # Errors
+    /// [`Error::LayoutMismatch`](crate::Error::LayoutMismatch) when the namespace holds another
+    /// layout; [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the
+    /// call.
     pub async fn check_layout(&self) -> Result<()> {
         self.layout_checked
             .get_or_try_init(|| async {
@@ -49,6 +54,11 @@ impl Producer {
 
     /// Refuses a namespace that holds another layout, like [`check_layout`](Self::check_layout),
     /// but leaves a new namespace unmarked: for tools that only look (the `delayq` CLI).
+    ///
+    /// # Errors
+    /// [`Error::LayoutMismatch`](crate::Error::LayoutMismatch) when the namespace holds another
+    /// layout; [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the
+    /// call.
     pub async fn check_layout_read_only(&self) -> Result<()> {
         let key = layout_key(self.namespace());
         let key = &key;

@@ -20,6 +20,8 @@
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
 #![deny(missing_docs)]
+// Every public fn that returns a Result says what can fail (`# Errors`).
+#![deny(clippy::missing_errors_doc)]
 
 mod catalog;
 pub mod config;

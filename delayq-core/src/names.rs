@@ -26,6 +26,9 @@ fn name_problem(name: &str) -> Option<String> {
 }
 
 /// Checks a topic name: 1 to 128 characters from `[A-Za-z0-9._:-]`.
+///
+/// # Errors
+/// [`Error::InvalidTopic`](crate::Error::InvalidTopic) saying what is wrong with it.
 pub fn validate_topic(topic: &str) -> Result<()> {
     match name_problem(topic) {
         None => Ok(()),
@@ -49,6 +52,9 @@ pub fn validate_name(kind: &'static str, name: &str) -> Result<()> {
 }
 
 /// Checks a namespace: 1 to 64 characters from `[A-Za-z0-9._:-]`.
+///
+/// # Errors
+/// [`Error::InvalidNamespace`](crate::Error::InvalidNamespace).
 pub fn validate_namespace(namespace: &str) -> Result<()> {
     if namespace.is_empty()
         || namespace.len() > MAX_NAMESPACE_LEN

@@ -43,11 +43,21 @@ impl Producer {
     /// Connects to `url` (`redis://[user:password@]host:port[/db]`), namespace from
     /// `DELAYQ_NAMESPACE` (default `delayq`). To send to a runtime you run in this process,
     /// take `RuntimeHandle::producer()` instead: it shares the runtime's URL and namespace.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect),
+    /// [`Error::Auth`](crate::Error::Auth), [`Error::Tls`](crate::Error::Tls) or
+    /// [`Error::RedisTooOld`](crate::Error::RedisTooOld), each saying what to change.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with_origin(url, UrlOrigin::Argument).await
     }
 
     /// Connects to `DELAYQ_REDIS_URL` (default `redis://127.0.0.1:6379`).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); the message names `DELAYQ_REDIS_URL` when the URL came from
+    /// it. [`Error::InvalidNamespace`](crate::Error::InvalidNamespace) for a bad
+    /// `DELAYQ_NAMESPACE`.
     pub async fn connect_from_env() -> Result<Self> {
         let (url, origin) = redis_url_from_env();
         Self::connect_with_origin(&url, origin).await
@@ -73,6 +83,9 @@ impl Producer {
     }
 
     /// The same producer under another namespace.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`](crate::Error::InvalidNamespace).
     pub fn with_namespace(mut self, namespace: &str) -> Result<Self> {
         validate_namespace(namespace)?;
         self.namespace = namespace.into();
@@ -117,16 +130,25 @@ impl Producer {
     }
 
     /// Every topic that has been sent to or listened on under this namespace, sorted.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn topics(&self) -> Result<Vec<String>> {
         self.registered(Registered::Topic).await
     }
 
     /// Every stream that has been published to or consumed under this namespace, sorted.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn streams(&self) -> Result<Vec<String>> {
         self.registered(Registered::Stream).await
     }
 
     /// Every waiting room that has been entered or ticked under this namespace, sorted.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn rooms(&self) -> Result<Vec<String>> {
         self.registered(Registered::Room).await
     }

@@ -73,12 +73,19 @@ impl Ack {
     }
 
     /// Done: the message is deleted (a stream entry: `XACK`).
+    ///
+    /// # Errors
+    /// [`AckError::Stale`] when this delivery no longer owns the message (it timed out and was
+    /// delivered again); [`AckError::Failed`] when Redis does not answer.
     pub async fn ack(&self) -> Result<(), AckError> {
         self.held.ack().await
     }
 
     /// Failed: retry after the listener's backoff, or dead-letter it when this was its last
     /// attempt. `reason` is kept as the message's last error.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
     pub async fn nack(&self, reason: impl Display) -> Result<(), AckError> {
         let reason = reason.to_string();
         self.held.nack(&reason, None).await
@@ -88,11 +95,17 @@ impl Ack {
     /// taken over for `by`). It never moves a deadline earlier, and the runtime's own lease
     /// renewals never shorten one you set: `extend(10 min)`, then hand the `Ack` to a
     /// background task that acks within those 10 minutes.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
     pub async fn extend(&self, by: Duration) -> Result<(), AckError> {
         self.held.extend(by).await
     }
 
     /// Moves the message to the dead letters now, with `reason`.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
     pub async fn dead_letter(&self, reason: impl Display) -> Result<(), AckError> {
         let reason = reason.to_string();
         self.held.nack("", Some(&reason)).await

@@ -21,6 +21,9 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send 
 /// What a handler is called with: a topic's claimed message or a stream's entry.
 pub trait Inbound: Send + Sync + 'static {
     /// The raw JSON payload, or why there is none.
+    ///
+    /// # Errors
+    /// Why there is no payload (a stream entry without the `payload` field).
     fn payload(&self) -> Result<&[u8], String>;
 }
 
@@ -31,6 +34,9 @@ pub trait Inbound: Send + Sync + 'static {
 )]
 pub trait Decode<M, D>: Sized + Send + 'static {
     /// Decodes the payload of `inbound`; the error text becomes the dead-letter reason.
+    ///
+    /// # Errors
+    /// The decoding error's text.
     fn decode(inbound: &D) -> Result<Self, String>;
 }
 
@@ -60,6 +66,9 @@ impl<T: DeserializeOwned + Send + 'static, D: Inbound> Decode<ViaPayload, D> for
 )]
 pub trait ListenerReturn: Send + 'static {
     /// `Err(text)` for a failure, kept as the message's last error.
+    ///
+    /// # Errors
+    /// The handler's error, as text (kept on the message).
     fn into_result(self) -> Result<(), String>;
 }
 
@@ -134,6 +143,9 @@ pub trait Handler<D, Args>: Send + Sync + 'static {
     /// How this handler's messages are settled.
     type Mode: AckMode;
     /// Decodes the delivery and starts the handler; `Err` is a decode failure.
+    ///
+    /// # Errors
+    /// The decoding error, when the payload is not a `T`: the message is dead-lettered.
     fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String>;
 }
 

@@ -42,6 +42,8 @@
 //! `attempt` (on the `delayq.handle` span), `error` for a failure's text, `reason` for why a
 //! message was dead-lettered or not delivered, `count` for how many.
 #![deny(missing_docs)]
+// Every public fn that returns a Result says what can fail (`# Errors`).
+#![deny(clippy::missing_errors_doc)]
 
 // Lets the code #[delay_listener] generates (`::delayq_runtime::...`) compile in this crate's
 // own tests too.

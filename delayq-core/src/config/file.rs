@@ -300,6 +300,9 @@ impl Reader<'_> {
 impl ConfigFile {
     /// Checks `text` as the file at `path`: its syntax, option names and value types. The
     /// error lists every problem, each as `path:line: key: what is wrong`.
+    ///
+    /// # Errors
+    /// Every problem, one line each.
     pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Vec<String>> {
         let (file, problems) = ConfigFile::check(path, text);
         if problems.is_empty() {

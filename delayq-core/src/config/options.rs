@@ -235,6 +235,10 @@ fn text(raw: &Raw) -> Option<&str> {
 }
 
 /// Checks `raw` against `kind`; the error says what was expected and what was found.
+///
+/// # Errors
+/// What was expected and what was found, or why the value is refused (a count out of range, a
+/// duration too short, an unknown time zone).
 pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
     let expected = |what: &str| format!("expected {what}, found {}", found(raw));
     match kind {

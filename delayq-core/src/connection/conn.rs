@@ -53,6 +53,11 @@ impl RedisConn {
     /// `redis+sentinel://…/MASTER`), which came from `origin`. It fails at once, with an
     /// error that names the (redacted) URL and where it came from, when Redis cannot be
     /// reached, refuses the credentials, or is older than [`crate::MIN_REDIS_VERSION`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect)
+    /// (naming where the URL came from), [`Error::Auth`](crate::Error::Auth),
+    /// [`Error::Tls`](crate::Error::Tls) or [`Error::RedisTooOld`](crate::Error::RedisTooOld).
     pub async fn connect(url: &str, origin: UrlOrigin) -> Result<Self> {
         let source = match Deployment::parse(url)? {
             Deployment::Single(single) => Source::Single(open_client(&single)?),
@@ -125,6 +130,9 @@ impl RedisConn {
     /// A connection of its own to the same deployment, for blocking reads (`XREADGROUP …
     /// BLOCK`): a blocked command would hold up every other command of a shared multiplexed
     /// connection, and a block may last longer than the usual response timeout.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn for_blocking(&self) -> Result<Self> {
         self.sibling(BLOCKING_RESPONSE_TIMEOUT).await
     }
@@ -197,6 +205,9 @@ impl RedisConn {
     /// error at once: the replacement runs in the background, one at a time, so that in an
     /// outage no call waits for reopens (a call fails within the response timeout), and the
     /// callers that failed together start one reopen, not one each in turn.
+    ///
+    /// # Errors
+    /// Redis' error, after the retries a cluster's redirections and failovers allow.
     pub async fn run<T, F, Fut>(&self, call: F) -> redis::RedisResult<T>
     where
         F: FnOnce(AnyConn) -> Fut,

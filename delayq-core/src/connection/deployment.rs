@@ -40,6 +40,9 @@ fn invalid(url: &str, reason: impl Into<String>) -> Error {
 
 impl Deployment {
     /// Reads a `DELAYQ_REDIS_URL`-style string.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl) saying what is wrong with it.
     pub fn parse(url: &str) -> Result<Deployment> {
         let url = url.trim();
         for scheme in ["redis+sentinel://", "rediss+sentinel://"] {

@@ -38,6 +38,9 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     /// Decodes the payload as JSON into `T`.
+    ///
+    /// # Errors
+    /// serde_json's error when the payload is not JSON of type `T`.
     pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.payload)
     }
@@ -140,6 +143,10 @@ pub(crate) async fn list_rows(
 /// The dead-letter calls of API.md.
 impl Producer {
     /// Dead letters of `topic`, oldest first, by index range (`0..100` for the first 100).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn dead_letters(&self, topic: &str, range: Range<usize>) -> Result<Vec<DeadLetter>> {
         let keys = self.keys(topic)?;
         if range.is_empty() {
@@ -153,6 +160,10 @@ impl Producer {
     }
 
     /// One dead letter of `topic` by id; `None` when that id is not dead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn dead_letter(&self, topic: &str, id: &MessageId) -> Result<Option<DeadLetter>> {
         let keys = self.keys(topic)?;
         let inv = scripts::list_one(&keys, &Default::default(), State::Dead, id);
@@ -162,6 +173,10 @@ impl Producer {
     }
 
     /// Deletes one dead letter; `false` when that id is not dead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn purge_dead_letter(&self, topic: &str, id: &MessageId) -> Result<bool> {
         let keys = self.keys(topic)?;
         let n: usize = invoke(&self.conn, &keys, &scripts::purge_dead_one(&keys, id)).await?;
@@ -170,6 +185,10 @@ impl Producer {
 
     /// Moves one dead letter back to due-now with a fresh attempt count; `false` when it is
     /// not dead (or its envelope does not parse).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn replay_dead(&self, topic: &str, id: &MessageId) -> Result<bool> {
         let keys = self.keys(topic)?;
         let (replayed, _, _, _): (usize, usize, u64, usize) =
@@ -179,6 +198,11 @@ impl Producer {
 
     /// Moves every dead letter of `topic` back to due-now; returns how many. It replays what
     /// was dead when it started: messages that die again while it runs stay dead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call; a
+    /// batch that fails leaves the dead letters not yet replayed where they are.
     pub async fn replay_all_dead(&self, topic: &str) -> Result<usize> {
         let keys = self.keys(topic)?;
         let (mut replayed_total, mut left_dead) = (0, 0);
@@ -199,6 +223,10 @@ impl Producer {
     }
 
     /// Deletes every dead letter of `topic`; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn purge_dead(&self, topic: &str) -> Result<usize> {
         let keys = self.keys(topic)?;
         let mut total = 0;

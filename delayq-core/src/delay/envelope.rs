@@ -27,6 +27,9 @@ pub struct Envelope {
 
 impl Envelope {
     /// Parses a stored envelope; the error says what is wrong.
+    ///
+    /// # Errors
+    /// What does not parse.
     pub fn parse(raw: &[u8]) -> Result<Self, String> {
         let nl = raw
             .iter()

@@ -128,6 +128,10 @@ fn last_minute(fields: &[(String, u64)], now_ms: u64) -> Outcomes {
 /// The operator's reads of API.md's "Operating it".
 impl Producer {
     /// The counts, heads and last-minute outcomes of `topic`, read in one round trip.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn topic_stats(&self, topic: &str) -> Result<TopicStats> {
         let keys = self.keys(topic)?;
         let mut pipe = redis::pipe();
@@ -177,6 +181,11 @@ impl Producer {
 
     /// The delayed messages of `topic`, earliest due first, by index range (`0..20` for the
     /// next twenty). Nothing is claimed or changed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call;
+    /// [`Error::WrongType`](crate::Error::WrongType) when another program wrote a key delayq uses.
     pub async fn peek(&self, topic: &str, range: Range<usize>) -> Result<Vec<PendingMessage>> {
         let keys = self.keys(topic)?;
         let mut rows = list_rows(&self.conn, &keys, State::Delayed, range.clone()).await?;

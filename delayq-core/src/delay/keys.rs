@@ -39,6 +39,10 @@ pub struct TopicKeys {
 
 impl TopicKeys {
     /// The keys of `topic` under `namespace`; both are validated.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) or
+    /// [`Error::InvalidNamespace`](crate::Error::InvalidNamespace).
     pub fn new(namespace: &str, topic: &str) -> Result<Self> {
         validate_namespace(namespace)?;
         validate_topic(topic)?;
@@ -84,6 +88,10 @@ impl TopicKeys {
 
 impl TopicKeys {
     /// The keys of `topic` under `namespace`, published the way `conn`'s deployment needs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) or
+    /// [`Error::InvalidNamespace`](crate::Error::InvalidNamespace).
     pub fn on(conn: &RedisConn, namespace: &str, topic: &str) -> Result<TopicKeys> {
         Ok(TopicKeys::new(namespace, topic)?.sharded(conn.is_cluster()))
     }

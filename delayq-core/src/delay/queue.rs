@@ -128,6 +128,11 @@ impl TopicQueue {
 
     /// Moves up to `max` (at most 1,000) due messages to in-flight with an ack deadline `lease`
     /// from now.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call;
+    /// [`Error::CorruptEnvelope`](crate::Error::CorruptEnvelope) is not returned: such messages
+    /// are dead-lettered.
     pub async fn claim_due(&self, max: usize, lease: Duration) -> Result<ClaimBatch> {
         let k = &self.keys;
         let head = self.far_head.load(Ordering::Relaxed);
@@ -179,6 +184,9 @@ impl TopicQueue {
 
     /// Acks deliveries; `true` for each that still owned its message (now deleted), `false`
     /// for a stale one (left untouched).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn ack(&self, deliveries: &[(MessageId, u64)]) -> Result<Vec<bool>> {
         let k = &self.keys;
         let mut acked = Vec::with_capacity(deliveries.len());
@@ -192,6 +200,9 @@ impl TopicQueue {
 
     /// Pushes the ack deadline of deliveries out to at least `lease` from now (a later
     /// deadline stays); `false` for a stale one.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn extend(
         &self,
         lease: Duration,
@@ -205,6 +216,9 @@ impl TopicQueue {
     /// Settles a failed delivery: back to `delayed` after `backoff`, or dead once it used
     /// max_attempts (`default_max_attempts` unless the message set its own), or dead at once
     /// when `dead_reason` is given. `error` is kept as the message's last error.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn nack(
         &self,
         id: &MessageId,
@@ -242,6 +256,9 @@ impl TopicQueue {
 
     /// Hands claimed deliveries back to `delayed`, due now, without using up an attempt (for
     /// a clean shutdown). Returns how many were handed back; stale ones are skipped.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn release(&self, deliveries: &[(MessageId, u64)]) -> Result<usize> {
         if deliveries.is_empty() {
             return Ok(0);
@@ -254,6 +271,9 @@ impl TopicQueue {
 
     /// Moves up to `max` deliveries whose ack deadline passed back to `delayed` (due now), or
     /// to the dead letters when they used max_attempts.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn requeue_expired(
         &self,
         max: usize,

@@ -40,6 +40,13 @@ impl Producer {
     }
 
     /// Sends `payload` to `topic`, due `delay` from now (Redis' clock).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Encode`](crate::Error::Encode) when the payload does not serialize;
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge);
+    /// [`Error::DueTooFar`](crate::Error::DueTooFar); [`Error::Redis`](crate::Error::Redis) when
+    /// Redis does not answer or refuses the call. Nothing is sent on any of them.
     pub async fn send<T: Serialize + ?Sized>(
         &self,
         topic: &str,
@@ -53,6 +60,9 @@ impl Producer {
     }
 
     /// Sends `payload` to `topic`, due at `at`.
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
     pub async fn send_at<T: Serialize + ?Sized>(
         &self,
         topic: &str,
@@ -66,6 +76,12 @@ impl Producer {
     }
 
     /// Sends with options: a due time, your own id (dedup or replace), max_attempts.
+    ///
+    /// # Errors
+    /// As [`send`](Self::send), and [`Error::InvalidOption`](crate::Error::InvalidOption) or
+    /// [`Error::InvalidId`](crate::Error::InvalidId) for a bad option; with `replicas(n)`,
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) when fewer replicas acknowledged the
+    /// write in time (it was written to the primary).
     pub async fn send_with<T: Serialize + ?Sized>(
         &self,
         topic: &str,
@@ -166,6 +182,13 @@ impl Producer {
 
     /// Sends many messages in one round trip (script calls of up to 10,000 messages each,
     /// pipelined). Every payload is encoded and checked before anything is written.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Encode`](crate::Error::Encode) or
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) for any item (then nothing is
+    /// sent); [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the
+    /// call.
     pub async fn send_batch<T, I>(&self, topic: &str, items: I) -> Result<Vec<MessageId>>
     where
         T: Serialize,
@@ -233,6 +256,10 @@ impl Producer {
     }
 
     /// Cancels a message that has not started.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
         let keys = self.keys(topic)?;
         let far = Buckets::default().id(&keys, id);
@@ -249,6 +276,11 @@ impl Producer {
     }
 
     /// Moves a pending message to `delay` from now; `false` when it is not pending.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call;
+    /// [`Error::DueTooFar`](crate::Error::DueTooFar).
     pub async fn reschedule(&self, topic: &str, id: &MessageId, delay: Duration) -> Result<bool> {
         let keys = self.keys(topic)?;
         let due = When::Delay(delay).due()?;
@@ -263,6 +295,10 @@ impl Producer {
     }
 
     /// How many messages of `topic` are delayed, in flight and dead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn counts(&self, topic: &str) -> Result<TopicCounts> {
         let keys = self.keys(topic)?;
         let mut pipe = redis::pipe();

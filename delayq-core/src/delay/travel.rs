@@ -22,6 +22,9 @@ scripts!(
 /// buckets): every due time moves `ms` earlier, in due order; the ticks in `ticks` (written
 /// just now at their nominal times) move a further `extra` ms earlier. Returns how many
 /// messages are due now.
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
 pub async fn travel(
     producer: &Producer,
     topic: &str,
@@ -63,6 +66,10 @@ pub async fn travel(
 }
 
 /// `(due now, claimed)` of `topic`: it is idle when both are 0.
+///
+/// # Errors
+/// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
 pub async fn idle_state(producer: &Producer, topic: &str) -> Result<(u64, u64)> {
     let conn = &producer.conn;
     let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;

@@ -99,6 +99,10 @@ impl Leadership {
 impl LeaderLease {
     /// A lease on `name` (the topic rule) under `producer`'s namespace and connection, held
     /// for `ttl` after each acquire or renew (at least 300 ms).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a malformed name;
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a ttl under 300 ms.
     pub fn new(producer: &Producer, name: &str, ttl: Duration) -> Result<Self> {
         validate_name("leader", name)?;
         let ns = producer.namespace();
@@ -152,6 +156,9 @@ impl LeaderLease {
 
     /// Takes the lease if nobody holds it: the leadership with a new fencing token, or
     /// `None`. While this lease object holds it, the current leadership is returned again.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn try_acquire(&self) -> Result<Option<Leadership>> {
         Ok(self.acquire_or_wait().await?.ok())
     }
@@ -186,6 +193,9 @@ impl LeaderLease {
 
     /// The fencing token of whoever holds the lease now (this object or another), without
     /// trying to take it; `None` when nobody does.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn holder(&self) -> Result<Option<u64>> {
         let mut cmd = redis::cmd("GET");
         cmd.arg(&self.keys.lease);
@@ -198,6 +208,10 @@ impl LeaderLease {
 
     /// Extends the lease by its ttl from now; `false` when it is no longer held (expired,
     /// taken by another, or never acquired).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call; a
+    /// lease lost to another holder is `Ok(false)`.
     pub async fn renew(&self) -> Result<bool> {
         let Some(held) = self.held() else {
             return Ok(false);
@@ -212,6 +226,9 @@ impl LeaderLease {
     }
 
     /// Gives the lease up so another can take it at once; `false` when it was not held.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn release(&self) -> Result<bool> {
         let Some(held) = self.held() else {
             return Ok(false);

@@ -49,6 +49,9 @@ impl WaitingRoom {
     /// One tick, run by hand: how many it admitted. The runtime ticks rooms named with
     /// `Runtime::builder().waiting_room(..)` under a lease, so that several processes never
     /// over-admit; calling this besides such a runtime admits more.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn admit(&self) -> Result<usize> {
         let reply: Vec<usize> = self.invoke(self.admit_call("")).await?;
         Ok(Self::report(reply)?.admitted)

@@ -100,6 +100,10 @@ pub(super) fn int(v: &Value) -> Option<i64> {
 
 impl WaitingRoom {
     /// Room `name` over `producer`'s connection and namespace.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a malformed name;
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a config out of range.
     pub fn new(producer: &Producer, name: &str, config: RoomConfig) -> Result<Self> {
         validate_name("room", name)?;
         config.check()?;
@@ -124,6 +128,10 @@ impl WaitingRoom {
     }
 
     /// Room `name` on the Redis of `DELAYQ_REDIS_URL` under `DELAYQ_NAMESPACE`.
+    ///
+    /// # Errors
+    /// As [`Producer::connect_from_env`](crate::Producer::connect_from_env) and
+    /// [`new`](Self::new).
     pub async fn connect_from_env(name: &str, config: RoomConfig) -> Result<Self> {
         Self::new(&Producer::connect_from_env().await?, name, config)
     }
@@ -154,6 +162,9 @@ impl WaitingRoom {
     }
 
     /// Joins the line: a new unguessable token (128 random bits, 32 hex digits).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn enter(&self) -> Result<String> {
         let token = new_token()?;
         self.register().await?;
@@ -165,6 +176,10 @@ impl WaitingRoom {
 
     /// Where `token` stands. A malformed or unknown token is [`RoomStatus::Unknown`], never
     /// an error.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call; a
+    /// malformed token is `Ok(RoomStatus::Unknown)`, not an error.
     pub async fn status(&self, token: &str) -> Result<RoomStatus> {
         if !well_formed(token) {
             return Ok(RoomStatus::Unknown);
@@ -196,6 +211,9 @@ impl WaitingRoom {
 
     /// Keeps a waiting token from expiring for another `waiting_ttl`; `false` when it is not
     /// waiting.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn touch(&self, token: &str) -> Result<bool> {
         if !well_formed(token) {
             return Ok(false);
@@ -215,12 +233,18 @@ impl WaitingRoom {
     }
 
     /// Leaves the line (or gives up an admission); `false` when the token was in neither.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn leave(&self, token: &str) -> Result<bool> {
         self.remove(token, "leave").await
     }
 
     /// Ends an admission at once, freeing its slot for the next tick (capacity mode);
     /// `false` when the token was not active.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn complete(&self, token: &str) -> Result<bool> {
         self.remove(token, "complete").await
     }
@@ -233,6 +257,9 @@ impl WaitingRoom {
     }
 
     /// How many wait and how many are inside.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn counts(&self) -> Result<RoomCounts> {
         let (waiting, active): (u64, u64) = self.invoke(self.script(&ROOM_SCRIPTS.counts)).await?;
         Ok(RoomCounts { waiting, active })

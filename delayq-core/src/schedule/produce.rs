@@ -164,6 +164,9 @@ impl ScheduleState {
 
 impl Producer {
     /// Schedule `name` as its producer sees it; `None` when it is gone.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn schedule_state(&self, name: &str) -> Result<Option<ScheduleState>> {
         match self.schedule_fields(name).await? {
             None => Ok(None),
@@ -188,6 +191,9 @@ impl Producer {
     /// Writes the ticks of `state` due up to `now_ms + lead_ms` (Redis' clock), applying the
     /// catch-up policy to those more than [`MISSED_AFTER_MS`] late, fenced on the record; on
     /// success `state` moves on to the next tick.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn produce_ticks(
         &self,
         state: &mut ScheduleState,

@@ -86,6 +86,10 @@ impl Schedule {
     /// seconds first; names (`MON`–`SUN`, `JAN`–`DEC`) and `@hourly`, `@daily`, `@weekly`,
     /// `@monthly`, `@yearly`. In UTC unless `.tz(..)` says otherwise. Fails naming the field
     /// at fault (`Error::InvalidSchedule`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) naming the field at fault (`cron
+    /// hour`, …).
     pub fn cron(pattern: &str) -> Result<Self> {
         parse_cron(pattern)?;
         Ok(Schedule {
@@ -97,6 +101,10 @@ impl Schedule {
 
     /// Every `interval` (at least 10 ms), the first tick one interval after the schedule is
     /// created; the ticks stay on that grid across restarts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) for an interval under
+    /// [`MIN_EVERY`](crate::MIN_EVERY).
     pub fn every(interval: Duration) -> Result<Self> {
         if interval < MIN_EVERY {
             return Err(Error::InvalidSchedule {
@@ -112,6 +120,10 @@ impl Schedule {
     }
 
     /// The IANA time zone a cron pattern is read in (`Europe/Berlin`; default `UTC`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) for a name that is not an IANA
+    /// time zone.
     pub fn tz(mut self, name: &str) -> Result<Self> {
         zone(name)?;
         self.tz = name.to_string();
@@ -144,6 +156,10 @@ impl Schedule {
 
     /// The next `n` tick times after `after` (an interval counts from `after`), for showing a
     /// schedule; fewer when the pattern has no more before the year 10000.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) when the pattern has no tick
+    /// after `after` (such as 30 February).
     pub fn next_ticks(&self, after: SystemTime, n: usize) -> Result<Vec<SystemTime>> {
         let calendar = self.calendar()?;
         let from = time_to_ms(after);

@@ -88,6 +88,13 @@ impl Producer {
     /// same spec again keeps the next tick; a changed spec (or zone) applies from the next
     /// tick. Any runtime of the namespace that listens on `topic` produces the ticks, each
     /// exactly once however many run.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) or
+    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic);
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) when the spec has no next tick;
+    /// [`Error::Encode`](crate::Error::Encode); [`Error::Redis`](crate::Error::Redis) when Redis
+    /// does not answer or refuses the call.
     pub async fn upsert_schedule<T: Serialize + ?Sized>(
         &self,
         name: &str,
@@ -160,6 +167,10 @@ impl Producer {
 
     /// Removes schedule `name`; `false` when there is none. A tick already produced (at most
     /// about a second ahead of its time) still runs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Redis`](crate::Error::Redis)
+    /// when Redis does not answer or refuses the call.
     pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
         validate_name("schedule", name)?;
         let index = index_key(self.namespace());
@@ -176,6 +187,9 @@ impl Producer {
     }
 
     /// Every schedule of the namespace, by name.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
         let mut out = Vec::new();
         for (name, topic) in self.schedule_index().await? {
@@ -187,6 +201,10 @@ impl Producer {
     }
 
     /// Schedule `name`, if there is one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Redis`](crate::Error::Redis)
+    /// when Redis does not answer or refuses the call.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>> {
         match self.schedule_fields(name).await? {
             Some((keys, fields)) => Ok(Some(self.info(name, keys, &fields).await?)),

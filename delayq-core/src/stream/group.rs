@@ -75,6 +75,9 @@ impl std::fmt::Debug for StreamGroup {
 
 impl StreamGroup {
     /// The consumer `consumer` of `group` on `stream`, over `conn`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a malformed stream or group name.
     pub fn new(conn: RedisConn, stream: &str, group: &str, consumer: &str) -> Result<Self> {
         validate_name("consumer", consumer)?;
         Ok(StreamGroup {
@@ -109,6 +112,9 @@ impl StreamGroup {
 
     /// Creates the group (and the stream, if missing) reading from the end (`$`), or from the
     /// first entry when `from_start`. `Ok(false)` when the group exists already.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn create(&self, from_start: bool) -> Result<bool> {
         let mut cmd = redis::cmd("XGROUP");
         cmd.arg("CREATE")
@@ -130,6 +136,9 @@ impl StreamGroup {
     /// New entries for this consumer (`XREADGROUP … >`), at most `count`, waiting up to
     /// `block` for the first. Runs on `reader`, a connection of its own
     /// ([`RedisConn::for_blocking`]).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn read(
         &self,
         reader: &RedisConn,
@@ -158,6 +167,9 @@ impl StreamGroup {
     /// was handled), and an id that was no longer pending (acked already, or dead-lettered)
     /// is acked all the same. One `XACK` for the batch costs Redis about 0.2 µs an entry; a
     /// per-id answer (a script, one `XACK` each) cost 1.5 µs, more than the read itself.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn ack(&self, ids: &[impl AsRef<str>]) -> Result<Vec<bool>> {
         let mut cmd = redis::cmd("XACK");
         cmd.arg(&self.keys.stream).arg(&self.keys.group);
@@ -194,11 +206,17 @@ impl StreamGroup {
 
     /// Resets the idle time of entries this consumer holds, so that nobody takes them over
     /// for `min_idle` from now; per id, `false` when it no longer holds it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn renew(&self, ids: &[impl AsRef<str>]) -> Result<Vec<bool>> {
         self.hold(ids, Duration::ZERO, 0).await
     }
 
     /// Lets entry `id` be taken over (delivered again) once `backoff` has passed.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn retry_after(
         &self,
         id: &str,
@@ -211,6 +229,9 @@ impl StreamGroup {
 
     /// Hands entries back at a clean stop: they may be taken over at once, and the delivery
     /// this consumer made does not count. How many it still held.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn hand_back(&self, ids: &[impl AsRef<str>], min_idle: Duration) -> Result<usize> {
         let held = self.hold(ids, min_idle, -1).await?;
         Ok(held.into_iter().filter(|h| *h).count())
@@ -218,6 +239,9 @@ impl StreamGroup {
 
     /// Moves entry `id` to the dead-letter stream with `reason` and acks it; `false` when
     /// this consumer no longer holds it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn dead_letter(&self, id: &str, reason: &str) -> Result<bool> {
         let mut inv = self.script(&STREAM_SCRIPTS.dead);
         inv.arg(id).arg(reason);
@@ -225,6 +249,9 @@ impl StreamGroup {
     }
 
     /// Heartbeat and this consumer's share of the take-over (see `take_over.lua`).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn take_over(&self, step: TakeOver<'_>) -> Result<TakeOverReport> {
         let mut inv = self.script(&STREAM_SCRIPTS.take_over);
         inv.arg(millis(step.alive_ttl))
@@ -268,6 +295,9 @@ impl StreamGroup {
     }
 
     /// Leaves the alive set (a clean stop).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn leave(&self) -> Result<()> {
         self.invoke::<u8>(self.script(&STREAM_SCRIPTS.leave))
             .await
@@ -276,6 +306,9 @@ impl StreamGroup {
 
     /// Replays dead letter `dead_id` of this group (see `replay_dead.lua`): the new entry's
     /// id, or `None` when there is no such dead letter of the group.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn replay_dead(&self, dead_id: &str) -> Result<Option<String>> {
         let mut inv = self.script(&STREAM_SCRIPTS.replay_dead);
         inv.arg(dead_id);

@@ -39,6 +39,10 @@ fn bad(what: &'static str, detail: impl std::fmt::Debug) -> Error {
 
 impl Producer {
     /// The length, dead letters and consumer groups of `stream` (`XINFO GROUPS`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Redis`](crate::Error::Redis)
+    /// when Redis does not answer or refuses the call.
     pub async fn stream_stats(&self, stream: &str) -> Result<StreamStats> {
         validate_name("stream", stream)?;
         let dead_key = dead_stream(stream);

@@ -26,6 +26,9 @@ pub struct StreamKeys {
 
 impl StreamKeys {
     /// The keys of `group` on `stream`; both names are checked by the topic rule.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a malformed stream or group name.
     pub fn new(stream: &str, group: &str) -> Result<Self> {
         validate_name("stream", stream)?;
         validate_name("group", group)?;

@@ -70,6 +70,12 @@ fn field_text(map: &std::collections::HashMap<String, Value>, name: &str) -> Str
 
 impl Producer {
     /// Adds `payload` (as JSON in the field `payload`) to `stream`; the new entry's id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Encode`](crate::Error::Encode);
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge);
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    /// Nothing is published on any of them.
     pub async fn publish<T: Serialize + ?Sized>(
         &self,
         stream: &str,
@@ -80,6 +86,9 @@ impl Producer {
     }
 
     /// [`publish`](Self::publish) with options.
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
     pub async fn publish_with<T: Serialize + ?Sized>(
         &self,
         stream: &str,
@@ -102,6 +111,10 @@ impl Producer {
     }
 
     /// The dead letters of `group` on `stream`, oldest first; `range` indexes them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Redis`](crate::Error::Redis)
+    /// when Redis does not answer or refuses the call.
     pub async fn stream_dead_letters(
         &self,
         stream: &str,
@@ -160,6 +173,10 @@ impl Producer {
     /// `stream` that only `group` handles (delayq listeners of other groups ack it without
     /// running; a consumer outside delayq sees it as a new entry). The new entry's id, or
     /// `None` when `group` has no such dead letter.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName); [`Error::Redis`](crate::Error::Redis)
+    /// when Redis does not answer or refuses the call.
     pub async fn replay_stream_dead(
         &self,
         stream: &str,

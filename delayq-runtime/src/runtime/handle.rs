@@ -164,6 +164,9 @@ impl RuntimeHandle {
     /// it could not hand back by then are logged (with their ids) and come back after their
     /// ack deadline, and the result is [`Error::Unreturned`]. After a shutdown the
     /// `shutdown_on` signal began, it waits for that one and returns its result.
+    ///
+    /// # Errors
+    /// [`Error::Unreturned`] with how many claims could not be handed back.
     pub async fn shutdown(self) -> Result<()> {
         self.shared.shutdown().await
     }

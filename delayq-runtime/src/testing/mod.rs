@@ -91,6 +91,11 @@ impl TestRuntimeBuilder {
 
     /// Starts it (and the binary's Redis, the first time). Fails when there is no Redis to
     /// use (the error says what to install), or as `Runtime::builder().spawn()` fails.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no `redis-server` is on PATH and `DELAYQ_TEST_REDIS_URL` is not set
+    /// (saying how to get one); what [`RuntimeBuilder::spawn`](crate::RuntimeBuilder::spawn)
+    /// returns.
     pub async fn start(self) -> Result<TestRuntime> {
         let url = server::redis_url()?;
         let namespace = format!(
@@ -141,6 +146,11 @@ impl TestRuntimeBuilder {
 impl TestRuntime {
     /// Every `#[delay_listener]` and `#[scheduled]` fn of the test binary, in a namespace of
     /// its own.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no `redis-server` is on PATH and `DELAYQ_TEST_REDIS_URL` is not set
+    /// (saying how to get one); what [`RuntimeBuilder::spawn`](crate::RuntimeBuilder::spawn)
+    /// returns.
     pub async fn start() -> Result<TestRuntime> {
         TestRuntime::builder().start().await
     }
@@ -171,6 +181,9 @@ impl TestRuntime {
     /// rest is `d` nearer; advances add up. Handlers see the original due times; claims in
     /// flight keep their ack deadlines. Returns once they are due (call
     /// [`run_until_idle`](Self::run_until_idle) to let them run).
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the test's Redis does not answer.
     pub async fn advance(&self, d: Duration) -> Result<()> {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4);
         // Time passed in earlier advances: a tick written now at its nominal time is that
@@ -212,11 +225,18 @@ impl TestRuntime {
 
     /// Waits until nothing is due, claimed or running on any of its topics, at most
     /// [`IDLE_WAIT`]; the error names what is still pending.
+    ///
+    /// # Errors
+    /// [`Error::Config`] after [`IDLE_WAIT`] naming what is still due or claimed;
+    /// [`Error::Redis`].
     pub async fn run_until_idle(&self) -> Result<()> {
         self.run_until_idle_within(IDLE_WAIT).await
     }
 
     /// [`run_until_idle`](Self::run_until_idle), waiting at most `limit`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] after `limit` naming what is still due or claimed; [`Error::Redis`].
     pub async fn run_until_idle_within(&self, limit: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -241,21 +261,34 @@ impl TestRuntime {
     }
 
     /// Handler outcomes of `topic` (the counters the scripts keep for the last minute or two).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`]; [`Error::Redis`].
     pub async fn handled(&self, topic: &str) -> Result<Outcomes> {
         Ok(self.producer.topic_stats(topic).await?.last_minute)
     }
 
     /// The dead letters of `topic`, oldest first (the first 1,000).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`]; [`Error::Redis`].
     pub async fn dead_letters(&self, topic: &str) -> Result<Vec<DeadLetter>> {
         self.producer.dead_letters(topic, 0..1_000).await
     }
 
     /// The messages of `topic` waiting for their time, next due first (the first 1,000).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTopic`]; [`Error::Redis`].
     pub async fn pending(&self, topic: &str) -> Result<Vec<PendingMessage>> {
         self.producer.peek(topic, 0..1_000).await
     }
 
     /// Stops its listeners gracefully, then deletes its keys.
+    ///
+    /// # Errors
+    /// [`Error::Unreturned`], as [`RuntimeHandle::shutdown`](crate::RuntimeHandle::shutdown);
+    /// [`Error::Redis`] when its keys cannot be deleted.
     pub async fn shutdown(mut self) -> Result<()> {
         if let Some(handle) = self.handle.take() {
             handle.shutdown().await?;
