@@ -351,7 +351,7 @@ impl Sources {
             Ok(sources)
         } else {
             Err(Error::Config(format!(
-                "the configuration has {} problem{}; nothing was started:\n{}",
+                "{} problem{}; nothing was started:\n{}",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" },
                 problems.join("\n")
