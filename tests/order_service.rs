@@ -2,28 +2,12 @@
 //! and timed out over HTTP, its health and metrics, and one SIGTERM that stops HTTP and the
 //! runtime together without losing a timeout.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use delayq_dev::{free_port, get_json, http_agent, RedisServer, Service};
+use delayq_dev::{example_binary, free_port, get_json, http_agent, RedisServer, Service};
 use delayq_runtime::Producer;
-
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is not built; run `cargo test --workspace`",
-        path.display()
-    );
-    path
-}
 
 fn post(agent: &ureq::Agent, url: &str, body: Option<&str>) -> (u16, serde_json::Value) {
     let req = agent.post(url).header("content-type", "application/json");

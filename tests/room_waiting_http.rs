@@ -3,29 +3,13 @@
 //! missing). The screenshot goes to `target/screenshots/waiting-room.png`;
 //! `docs/waiting-room.png` is a copy of one, looked at before it was committed.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use delayq_dev::{
-    dump_dom, get_json, http_agent, screenshot, screenshots_dir, RedisServer, Service,
+    dump_dom, example_binary, get_json, http_agent, screenshot, screenshots_dir, RedisServer,
+    Service,
 };
-
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is not built; run `cargo test --workspace`",
-        path.display()
-    );
-    path
-}
 
 /// The example, running; `url()` is `http://127.0.0.1:PORT/rooms/concert-42/wait`.
 fn start(server: &RedisServer, tick_ms: u64) -> Service {
