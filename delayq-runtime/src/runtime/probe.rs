@@ -10,6 +10,7 @@ use delayq_core::protocol::RedisConn;
 use serde::{Serialize, Serializer};
 use tokio::task::AbortHandle;
 
+use super::config::ComponentConfig;
 use crate::delay::TopicRuntime;
 use crate::health::Health as Watch;
 use crate::stream::StreamRuntime;
@@ -90,7 +91,7 @@ fn unix_ms<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// What a component's health is read from.
-pub(crate) enum Watched {
+enum Watched {
     Disabled,
     Topic(Arc<TopicRuntime>),
     Stream(Arc<StreamRuntime>),
@@ -109,18 +110,40 @@ pub(crate) struct Probe {
 }
 
 impl Probe {
-    pub(crate) fn new(conn: RedisConn, redis: Arc<Watch>) -> Self {
+    /// Watches Redis through `redis`, and each component of `components` through its pool
+    /// (`topics` for delay listeners and schedules, `streams`).
+    pub(crate) fn new(
+        conn: RedisConn,
+        redis: Arc<Watch>,
+        components: &[ComponentConfig],
+        (topics, streams): (&[Arc<TopicRuntime>], &[Arc<StreamRuntime>]),
+    ) -> Self {
+        let watched = |c: &ComponentConfig| {
+            if !c.enabled {
+                return Watched::Disabled;
+            }
+            let topic = topics
+                .iter()
+                .find(|t| matches!(c.kind, Kind::Listener | Kind::Schedule) && *t.name == c.name);
+            let stream = streams.iter().find(|s| {
+                c.kind == Kind::Stream && format!("{}/{}", s.stream, s.group_name) == c.name
+            });
+            match (topic, stream) {
+                (Some(t), _) => Watched::Topic(t.clone()),
+                (_, Some(s)) => Watched::Stream(s.clone()),
+                _ => Watched::Running,
+            }
+        };
         Probe {
             conn,
             redis,
-            components: Vec::new(),
+            components: components
+                .iter()
+                .map(|c| (c.kind, c.name.clone(), watched(c)))
+                .collect(),
             tasks: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
         }
-    }
-
-    pub(crate) fn watch(&mut self, kind: Kind, name: String, watched: Watched) {
-        self.components.push((kind, name, watched));
     }
 
     pub(crate) fn tasks(&self, tasks: impl IntoIterator<Item = AbortHandle>) {

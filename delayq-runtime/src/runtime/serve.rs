@@ -24,13 +24,54 @@ pub(super) type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What one listener serves.
 #[derive(Clone)]
-pub(super) struct Routes {
-    pub(super) metrics: Option<Render>,
-    pub(super) health: Option<Arc<Probe>>,
+struct Routes {
+    metrics: Option<Render>,
+    health: Option<Arc<Probe>>,
 }
 
-/// Binds `addr` now (so that a taken port fails `spawn`), and serves until `stop`.
-pub(super) async fn bind(
+/// Serves the metrics at the `prometheus` address and health at the `health` one: one
+/// listener when both share an address, else one each. Binds now, so that a taken port fails
+/// `spawn`; serves until `stop`.
+pub(super) async fn endpoints(
+    (prometheus, render): (Option<SocketAddr>, Option<Render>),
+    (health, probe): (Option<SocketAddr>, Arc<Probe>),
+    stop: CancellationToken,
+) -> Result<()> {
+    let mut endpoints: Vec<(SocketAddr, Routes)> = Vec::new();
+    if let Some(addr) = prometheus {
+        let routes = Routes {
+            metrics: render,
+            health: None,
+        };
+        endpoints.push((addr, routes));
+    }
+    if let Some(addr) = health {
+        match endpoints.iter_mut().find(|(a, _)| *a == addr) {
+            Some((_, routes)) => routes.health = Some(probe),
+            None => {
+                let routes = Routes {
+                    metrics: None,
+                    health: Some(probe),
+                };
+                endpoints.push((addr, routes));
+            }
+        }
+    }
+    for (addr, routes) in endpoints {
+        let what = match (&routes.metrics, &routes.health) {
+            (Some(_), Some(_)) => "/metrics, /health/live and /health/ready",
+            (Some(_), None) => "/metrics",
+            _ => "/health/live and /health/ready",
+        };
+        // Not one of the pool tasks: it serves until the shutdown is over.
+        drop(bind(addr, routes, stop.clone()).await?);
+        tracing::info!(%addr, "serving {what}");
+    }
+    Ok(())
+}
+
+/// Binds `addr` now and serves until `stop`.
+async fn bind(
     addr: SocketAddr,
     routes: Routes,
     stop: CancellationToken,

@@ -10,18 +10,17 @@ use tokio_util::sync::CancellationToken;
 use delayq_core::config::{ConfigSource, Kind, Parsed};
 
 use super::builder::RuntimeBuilder;
-use super::config::Sources;
+use super::config::{Chosen, Sources};
 use super::gauges::PROMETHEUS_GAUGES_EVERY;
 use super::handle::{Parts, RuntimeHandle};
-use super::probe::{Probe, Watched};
-use super::serve::Routes;
+use super::probe::Probe;
 use crate::delay::{back, boss, run_subscriber, ListenerRegistration, TopicRuntime};
 use crate::health::Health as Watch;
 use crate::leader;
 use crate::options::ListenerOptions;
 use crate::room;
 use crate::schedule::{self, ScheduleRegistration};
-use crate::stream::{reader, take_over, StreamRuntime, StreamSettings};
+use crate::stream::{reader, take_over, StreamRuntime};
 
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
 
@@ -72,39 +71,13 @@ impl RuntimeBuilder {
             .map(|every| every.max(Duration::from_secs(1)));
 
         // Every selected component's options; the disabled ones stay in the report only.
-        let mut components = Vec::new();
-        let mut topics_on = Vec::new();
-        for r in &selection.topics {
-            let c = sources.listener(r);
-            if c.enabled {
-                topics_on.push((*r, c.listener_options()));
-            }
-            components.push(c);
-        }
-        let mut schedules_on = Vec::new();
-        for r in &selection.schedules {
-            let c = sources.schedule(r)?;
-            if c.enabled {
-                schedules_on.push((*r, c.schedule()?, c.listener_options()));
-            }
-            components.push(c);
-        }
-        let mut streams_on = Vec::new();
-        for r in &selection.streams {
-            let c = sources.stream(r);
-            if c.enabled {
-                streams_on.push((*r, c.listener_options(), c.batch(), c.reads_from_start()));
-            }
-            components.push(c);
-        }
-        let mut leaders_on = Vec::new();
-        for r in &selection.leader_tasks {
-            let c = sources.leader_task(r);
-            if c.enabled {
-                leaders_on.push((*r, c.every_and_ttl()));
-            }
-            components.push(c);
-        }
+        let Chosen {
+            components,
+            topics: topics_on,
+            schedules: schedules_on,
+            streams: streams_on,
+            leader_tasks: leaders_on,
+        } = sources.choose(&selection)?;
         config.components = components;
         #[cfg(not(feature = "prometheus"))]
         if let Some(addr) = prometheus {
@@ -172,7 +145,7 @@ impl RuntimeBuilder {
         }
         let consumer = consumer_name();
         let mut streams = Vec::new();
-        for (registration, options, batch, from_start) in streams_on {
+        for (registration, settings) in streams_on {
             let group = StreamGroup::new(
                 conn.clone(),
                 registration.stream,
@@ -181,18 +154,13 @@ impl RuntimeBuilder {
             )?;
             // Before spawn returns, so that what is published after it reaches a new group
             // that starts from `$`.
-            if group.create(from_start).await? {
+            if group.create(settings.from_start).await? {
                 tracing::info!(
                     stream = registration.stream,
                     group = registration.group,
                     "created the consumer group"
                 );
             }
-            let settings = StreamSettings {
-                options,
-                batch,
-                from_start,
-            };
             streams.push(StreamRuntime::new(
                 registration,
                 settings,
@@ -202,25 +170,12 @@ impl RuntimeBuilder {
             ));
         }
         let redis_watch = std::sync::Arc::new(Watch::new("Redis".to_string()));
-        let mut probe = Probe::new(conn.clone(), redis_watch.clone());
-        for c in &config.components {
-            let watched = if !c.enabled {
-                Watched::Disabled
-            } else if let Some(t) = topics
-                .iter()
-                .find(|t| matches!(c.kind, Kind::Listener | Kind::Schedule) && *t.name == c.name)
-            {
-                Watched::Topic(t.clone())
-            } else if let Some(s) = streams.iter().find(|s| {
-                c.kind == Kind::Stream && format!("{}/{}", s.stream, s.group_name) == c.name
-            }) {
-                Watched::Stream(s.clone())
-            } else {
-                Watched::Running
-            };
-            probe.watch(c.kind, c.name.clone(), watched);
-        }
-        let probe = std::sync::Arc::new(probe);
+        let probe = std::sync::Arc::new(Probe::new(
+            conn.clone(),
+            redis_watch.clone(),
+            &config.components,
+            (&topics, &streams),
+        ));
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = Vec::new();
         if !topics.is_empty() {
@@ -327,39 +282,12 @@ impl RuntimeBuilder {
                 stop.clone(),
             )));
         }
-        // One listener when both endpoints share an address, else one each.
-        let mut endpoints: Vec<(std::net::SocketAddr, Routes)> = Vec::new();
-        if let Some(addr) = prometheus {
-            endpoints.push((
-                addr,
-                Routes {
-                    metrics: render,
-                    health: None,
-                },
-            ));
-        }
-        if let Some(addr) = health_addr {
-            match endpoints.iter_mut().find(|(a, _)| *a == addr) {
-                Some((_, routes)) => routes.health = Some(probe.clone()),
-                None => endpoints.push((
-                    addr,
-                    Routes {
-                        metrics: None,
-                        health: Some(probe.clone()),
-                    },
-                )),
-            }
-        }
-        for (addr, routes) in endpoints {
-            let what = match (&routes.metrics, &routes.health) {
-                (Some(_), Some(_)) => "/metrics, /health/live and /health/ready",
-                (Some(_), None) => "/metrics",
-                _ => "/health/live and /health/ready",
-            };
-            // Not one of the pool tasks: it outlives the shutdown until it is over.
-            drop(super::serve::bind(addr, routes, serving.clone()).await?);
-            tracing::info!(%addr, "serving {what}");
-        }
+        super::serve::endpoints(
+            (prometheus, render),
+            (health_addr, probe.clone()),
+            serving.clone(),
+        )
+        .await?;
         // Wake-ups published before the subscription is in place would be missed (bosses would
         // catch up only at their safety sleep), so return once it is.
         if !topics.is_empty() && tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
