@@ -5,6 +5,7 @@
 //! One test in this binary: it sets process environment variables, which every test of a
 //! binary shares.
 
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -115,6 +116,11 @@ async fn each_source_wins_over_the_ones_below_it_and_typos_are_refused() {
         ("DELAYQ_NAMESPACE", "from-env"),
     ];
     set_env(&vars);
+    // Another program's variable that is not UTF-8 is none of delayq's business.
+    std::env::set_var(
+        std::ffi::OsStr::from_bytes(b"OTHER_PROGRAM_\xff"),
+        std::ffi::OsStr::from_bytes(b"\xfe"),
+    );
     let handle = builder(&url, &file)
         .set("listeners.\"prec.orders\".concurrency", 128)
         .spawn()

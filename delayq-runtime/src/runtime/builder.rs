@@ -211,7 +211,8 @@ impl RuntimeBuilder {
     /// Shuts the runtime down gracefully (as [`RuntimeHandle::shutdown`](crate::RuntimeHandle::shutdown))
     /// when `signal` completes: the application's own signal handling can then stop its HTTP
     /// server and the runtime together. [`RuntimeHandle::stopped`](crate::RuntimeHandle::stopped)
-    /// waits for that shutdown and returns its result.
+    /// waits for that shutdown and returns its result. With it, dropping the handle leaves the
+    /// runtime running until the signal.
     pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
         self.shutdown_on = Some(ShutdownOn(Arc::new(Mutex::new(Some(Box::pin(signal))))));
         self

@@ -37,7 +37,7 @@ impl RuntimeBuilder {
         let selection = self.selected()?;
         let sources = Sources::read(
             self.config_file.as_deref(),
-            std::env::vars(),
+            std::env::vars_os(),
             &self.sets,
             self.external_config,
         )?;

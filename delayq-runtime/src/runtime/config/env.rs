@@ -2,6 +2,7 @@
 //! under each component prefix, matched against the linked names.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 
 use delayq_core::config::{
     env_name, nearest, options, variable_prefix, ConfigSource, Kind, Raw, Scope,
@@ -14,7 +15,7 @@ use super::Layer;
 /// under a component prefix, which must name a linked component and one of its options.
 pub(super) fn env_layer(
     linked: &Linked,
-    vars: impl IntoIterator<Item = (String, String)>,
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
     problems: &mut Vec<String>,
 ) -> Layer {
     let mut valid: HashMap<String, Vec<(Scope, &'static str)>> = HashMap::new();
@@ -41,7 +42,22 @@ pub(super) fn env_layer(
         Kind::Schedule,
     ];
     let mut layer = Layer::default();
-    let mut vars: Vec<(String, String)> = vars.into_iter().collect();
+    // Only DELAYQ_ variables, read as bytes: another program's variable that is not UTF-8
+    // must not stop this one (std::env::vars() would panic on it).
+    let mut vars: Vec<(String, String)> = vars
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            if !name.starts_with(variable_prefix(Kind::Runtime)) {
+                return None;
+            }
+            let value = value.into_string().unwrap_or_else(|v| {
+                // Refused below as a bad value, shown escaped.
+                v.to_string_lossy().into_owned()
+            });
+            Some((name, value))
+        })
+        .collect();
     vars.sort();
     for (name, value) in vars {
         let kind = prefixes

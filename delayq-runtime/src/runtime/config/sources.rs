@@ -1,6 +1,7 @@
 //! The sources read: the builder's `set` calls, the environment and the file, each a layer of
 //! values by component and option; the runtime's own options resolved over them.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use delayq_core::config::{
@@ -29,7 +30,7 @@ impl Sources {
     /// registrations. One error lists every problem.
     pub(in crate::runtime) fn read(
         explicit_file: Option<&Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
         sets: &[(String, ConfigValue)],
         external: bool,
     ) -> Result<Sources> {
