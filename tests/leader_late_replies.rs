@@ -3,12 +3,15 @@
 //! reply back 2.5 s. Its renewals still reach Redis at once, but each confirmation arrives
 //! after the lease it confirmed could have lapsed: it must stop its running body before the
 //! other can take the lease, and never start a run on such a confirmation.
+//!
+//! Also: a runtime stopped while its request for the lease is on the way must not leave the
+//! lease taken behind it (the next leader would wait out the whole ttl).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use delayq_dev::{sleep_ms, wait_until, BlackholeProxy, RedisServer};
-use delayq_runtime::{leader_task, Leadership, Runtime, RuntimeHandle};
+use delayq_runtime::{leader_task, LeaderLease, Leadership, Producer, Runtime, RuntimeHandle};
 use tokio::time::Instant;
 
 /// Each run of the task: its token, when it started, and when it ended (finished or dropped).
@@ -105,5 +108,45 @@ async fn a_leader_whose_replies_come_late_stops_before_another_leads() {
         "{} runs, tokens {:?}",
         runs.len(),
         runs.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+}
+
+#[leader_task(name = "stopping.leader", every = "1s", ttl = "30s")]
+async fn short_run(_leader: Leadership) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_stopped_while_its_acquire_is_on_the_way_leaves_the_lease_free() {
+    delayq_dev::init_tracing();
+    let server = RedisServer::start();
+    let proxy = BlackholeProxy::start(server.port());
+    let producer = Producer::connect(&server.url()).await.unwrap();
+    // The test holds the lease for 2 s, so the runtime's acquire goes out when that lapses,
+    // after every reply to the runtime has started coming 800 ms late: the acquire takes the
+    // lease in Redis at once, and the runtime is stopped before it hears so.
+    let mine = LeaderLease::new(&producer, "stopping.leader", Duration::from_secs(2)).unwrap();
+    let my_token = mine.try_acquire().await.unwrap().unwrap().token();
+    let runtime = Runtime::builder()
+        .redis_url(proxy.url())
+        .leader_tasks(["stopping.leader"])
+        .shutdown_grace(Duration::from_secs(5))
+        .spawn()
+        .await
+        .unwrap();
+    proxy.delay_replies(Duration::from_millis(800));
+    let mut taken = None;
+    for _ in 0..10_000 {
+        taken = mine.holder().await.unwrap().filter(|t| *t != my_token);
+        if taken.is_some() {
+            break;
+        }
+        sleep_ms(1).await;
+    }
+    let token = taken.expect("the runtime's acquire reached Redis within 10 s");
+    runtime.shutdown().await.unwrap();
+    let after = mine.holder().await.unwrap();
+    assert_eq!(
+        after, None,
+        "token {token} still holds the lease after its runtime stopped: the next leader \
+         would wait out its 30 s ttl"
     );
 }

@@ -20,6 +20,9 @@ use crate::health::Health;
 /// than the send; the margin covers a late timer and a scheduler that runs us late.
 const MARGIN_DIVISOR: u32 = 10;
 
+/// How long a stopping loop waits for the reply to an acquire it already sent.
+const STOP_WAIT: Duration = Duration::from_secs(1);
+
 /// While holding `lease`, runs `task` every `every` (one run at a time), until `stop`.
 ///
 /// A lease counts as held until `sent + ttl - ttl/10`, where `sent` is when the request that
@@ -47,24 +50,33 @@ pub(crate) async fn lead(
         // When another holds the lease: try again the moment it lapses (within ttl/3).
         let mut retry_in = ttl / 3;
         let sent = Instant::now();
-        let attempt = async {
-            match &leading {
-                None => lease.acquire_or_wait().await.map(|r| match r {
-                    Ok(l) => Some(l),
-                    Err(left) => {
-                        retry_in = retry_in.min(left + Duration::from_millis(1));
-                        None
-                    }
-                }),
-                Some((l, _)) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
-            }
-        };
         // A renewal that cannot be confirmed while the last confirmation holds is no renewal.
         let held_until = leading.as_ref().map(|(_, until)| *until);
-        let outcome = tokio::select! {
-            held = attempt => Some(held),
-            _ = sleep_until_some(held_until) => None,
-            _ = stop.cancelled() => break,
+        let outcome = {
+            let attempt = async {
+                match &leading {
+                    None => lease.acquire_or_wait().await.map(|r| match r {
+                        Ok(l) => Some(l),
+                        Err(left) => {
+                            retry_in = retry_in.min(left + Duration::from_millis(1));
+                            None
+                        }
+                    }),
+                    Some((l, _)) => lease.renew().await.map(|ok| ok.then(|| l.clone())),
+                }
+            };
+            tokio::pin!(attempt);
+            tokio::select! {
+                held = &mut attempt => Some(held),
+                _ = sleep_until_some(held_until) => None,
+                _ = stop.cancelled() => {
+                    // A request already sent may take the lease after the stop: wait briefly
+                    // for its reply, so that the lease knows it holds it and releases it
+                    // below, instead of blocking the next leader until its ttl runs out.
+                    let _ = tokio::time::timeout(STOP_WAIT, &mut attempt).await;
+                    break;
+                }
+            }
         };
         let confirmed_until = sent + holds_for;
         let late = Instant::now() >= confirmed_until;
@@ -147,9 +159,8 @@ pub(crate) async fn lead(
     if let Some(run) = running {
         run.abort();
     }
-    if leading.is_some() {
-        let _ = lease.release().await;
-    }
+    // Releases whatever the lease holds (nothing, and no call, when it holds nothing).
+    let _ = lease.release().await;
 }
 
 /// Stops leading: forgets the leadership and drops a running body at its next await.
