@@ -55,8 +55,14 @@ impl Scope {
     /// The full key of `option` in the file's syntax: `listeners."order.timeout".concurrency`.
     pub fn key(&self, option: &str) -> String {
         let table = self.kind().table();
+        // An option name as written, which may be a typo carrying anything, is quoted too.
+        let option = if option.is_empty() {
+            String::new()
+        } else {
+            quoted(option)
+        };
         match self {
-            Scope::Runtime => option.to_string(),
+            Scope::Runtime => option,
             Scope::Listener(n) | Scope::LeaderTask(n) | Scope::Schedule(n) => {
                 format!("{table}.{}.{option}", quoted(n))
             }
@@ -509,6 +515,16 @@ tz = "America/New_York"
             problems[2]
         );
         assert!(problems[3].starts_with("conf/delayq.toml:8: streams.s.g.max_attempts: unknown option of a stream listener; did you mean \"max_deliveries\"?"), "{}", problems[3]);
+    }
+
+    #[test]
+    fn an_unknown_option_is_shown_quoted_with_its_control_characters_escaped() {
+        let text = "[listeners.a]\n\"\\u001b]0;owned\\u0007\" = 1\n";
+        let problems = ConfigFile::parse(Path::new("d.toml"), text).unwrap_err();
+        assert_eq!(
+            problems,
+            ["d.toml:2: listeners.a.\"\\u{1b}]0;owned\\u{7}\": unknown option of a delay listener"]
+        );
     }
 
     #[test]

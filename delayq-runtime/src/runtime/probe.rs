@@ -109,7 +109,8 @@ pub(crate) struct Probe {
     components: Vec<(Kind, String, Watched)>,
     tasks: Mutex<Vec<AbortHandle>>,
     stopping: AtomicBool,
-    /// When the last `PING` was sent; held while one is in flight.
+    /// When the last `PING` ended; held while one is in flight, so that checks arriving
+    /// meanwhile take its answer rather than queue up to send one each.
     last_ping: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
@@ -162,12 +163,15 @@ impl Probe {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    /// Asks Redis (`PING`, within 800 ms; one for all checks within 250 ms), then reads every
-    /// component.
+    /// Asks Redis (`PING`, within 800 ms), then reads every component. Checks share one
+    /// `PING`: one in flight answers every check that arrives meanwhile, and one that ended
+    /// within 250 ms answers the next, so no check waits for more than one `PING` however
+    /// many arrive at once.
     pub(crate) async fn check(&self) -> Health {
+        let asked = tokio::time::Instant::now();
         let mut last = self.last_ping.lock().await;
-        if last.is_none_or(|at| at.elapsed() >= PING_REUSE) {
-            *last = Some(tokio::time::Instant::now());
+        let fresh = last.is_some_and(|ended| ended >= asked || ended.elapsed() < PING_REUSE);
+        if !fresh {
             let ping = self.conn.run(|mut c| async move {
                 redis::cmd("PING").query_async::<redis::Value>(&mut c).await
             });
@@ -176,8 +180,16 @@ impl Probe {
                 Ok(Err(e)) => self.redis.failed(&e),
                 Err(_) => self.redis.failed(&"Redis did not answer PING within 800ms"),
             }
+            *last = Some(tokio::time::Instant::now());
         }
         drop(last);
+        self.read()
+    }
+
+    /// The health as last seen, without asking Redis: what `/health/live` answers, since
+    /// whether the process lives does not depend on Redis, and a liveness probe that waited
+    /// on a frozen Redis would get the process restarted for Redis' trouble.
+    pub(crate) fn current(&self) -> Health {
         self.read()
     }
 
