@@ -84,6 +84,17 @@ fn quoted(name: &str) -> String {
     }
 }
 
+/// The table header of one component of `kind`, as a hint: `listeners."<topic>"`.
+fn shape(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Runtime => "the top of the file",
+        Kind::Listener => "listeners.\"<topic>\"",
+        Kind::Stream => "streams.\"<stream>\".\"<group>\"",
+        Kind::LeaderTask => "leader_tasks.\"<name>\"",
+        Kind::Schedule => "schedules.\"<name>\"",
+    }
+}
+
 /// One option set in the file.
 #[derive(Debug, Clone)]
 pub struct FileSetting {
@@ -203,8 +214,8 @@ impl Reader<'_> {
     }
 
     fn options(&mut self, scope: Scope, node: &Spanned<Node>) {
-        let shape = scope.key("").trim_end_matches('.').to_string();
-        let Some(entries) = self.table(node, &shape, &shape) else {
+        let key = scope.key("").trim_end_matches('.').to_string();
+        let Some(entries) = self.table(node, &key, shape(scope.kind())) else {
             return;
         };
         for (key, value) in entries {
@@ -250,22 +261,26 @@ impl Reader<'_> {
             let name = key.get_ref().as_str();
             match name {
                 "listeners" | "leader_tasks" | "schedules" => {
-                    let shape = format!("{name}.\"<name>\"");
-                    let Some(entries) = self.table(value, name, &shape) else {
+                    let kind = match name {
+                        "listeners" => Kind::Listener,
+                        "leader_tasks" => Kind::LeaderTask,
+                        _ => Kind::Schedule,
+                    };
+                    let Some(entries) = self.table(value, name, shape(kind)) else {
                         continue;
                     };
                     for (component, options) in entries {
                         let n = component.get_ref().clone();
-                        let scope = match name {
-                            "listeners" => Scope::Listener(n),
-                            "leader_tasks" => Scope::LeaderTask(n),
+                        let scope = match kind {
+                            Kind::Listener => Scope::Listener(n),
+                            Kind::LeaderTask => Scope::LeaderTask(n),
                             _ => Scope::Schedule(n),
                         };
                         self.options(scope, options);
                     }
                 }
                 "streams" => {
-                    let shape = "streams.\"<stream>\".\"<group>\"";
+                    let shape = shape(Kind::Stream);
                     let Some(streams) = self.table(value, name, shape) else {
                         continue;
                     };
@@ -524,6 +539,19 @@ tz = "America/New_York"
         assert_eq!(
             problems,
             ["d.toml:2: listeners.a.\"\\u{1b}]0;owned\\u{7}\": unknown option of a delay listener"]
+        );
+    }
+
+    #[test]
+    fn an_option_where_a_table_belongs_names_the_table_it_takes() {
+        let text = "[streams.orders]\nconcurrency = 3\n\n[listeners]\nconcurrency = 3\n";
+        let problems = ConfigFile::parse(Path::new("d.toml"), text).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "d.toml:2: streams.orders.concurrency: expected a table, like [streams.\"<stream>\".\"<group>\"]",
+                "d.toml:5: listeners.concurrency: expected a table, like [listeners.\"<topic>\"]",
+            ]
         );
     }
 
