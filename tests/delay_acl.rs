@@ -52,6 +52,19 @@ async fn a_namespace_limited_acl_user_runs_producer_and_runtime() {
         .spawn()
         .await
         .expect("runtime as the ACL user");
+    // The effective configuration shows where the URL came from, never its password: not as
+    // a value, not as JSON (a configprops-like endpoint), not in a `{:?}` log line.
+    let config = rt.config();
+    let shown = config.runtime("redis_url").expect("listed").value.clone();
+    assert_eq!(
+        shown,
+        format!("redis://app:***@127.0.0.1:{}", server.port())
+    );
+    let json = serde_json::to_string(config).unwrap();
+    let debug = format!("{config:?}");
+    for text in [&json, &debug] {
+        assert!(!text.contains("app-secret"), "the password shows in {text}");
+    }
 
     let later = p
         .send("acl.jobs", &1u32, Duration::from_secs(60))

@@ -76,6 +76,25 @@ fn every_problem_is_named_with_its_line_and_the_nearest_name_and_exits_2() {
 }
 
 #[test]
+fn a_password_in_the_redis_url_is_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("delayq.toml");
+    std::fs::write(&path, "redis_url = \"redis://app:hunter2@10.0.0.1:6379\"\n").unwrap();
+    let path = path.to_str().unwrap();
+    let run = delayq(NO_REDIS, &["config", "check", path]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("redis://app:***@10.0.0.1:6379"),
+        "{}",
+        run.stdout
+    );
+    let json = delayq(NO_REDIS, &["--json", "config", "check", path]);
+    for out in [&run.stdout, &run.stderr, &json.stdout, &json.stderr] {
+        assert!(!out.contains("hunter2"), "the password shows in {out}");
+    }
+}
+
+#[test]
 fn a_missing_file_exits_1() {
     let run = delayq(NO_REDIS, &["config", "check", "/nonexistent/delayq.toml"]);
     assert_eq!(run.code, 1, "{}", run.stderr);

@@ -12,6 +12,6 @@ mod value;
 
 pub use env::{env_name, variable_prefix, CONFIG_VAR};
 pub use file::{ConfigFile, FileSetting, Scope};
-pub use options::{options, parse, synonym, Kind, Parsed, ValueKind};
+pub use options::{options, parse, synonym, Kind, Parsed, SecretUrl, ValueKind};
 pub use suggest::nearest;
 pub use value::{BackoffSpec, ConfigSource, ConfigValue, Raw};

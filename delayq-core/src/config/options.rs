@@ -64,8 +64,8 @@ pub enum ValueKind {
     },
     /// `"exp(1s, 10m)"` or `"fixed(5s)"`.
     Backoff,
-    /// Any non-empty text.
-    Text,
+    /// A Redis URL (non-empty text); shown with its password as `***`.
+    RedisUrl,
     /// A key namespace (the namespace rule).
     Namespace,
     /// A `host:port` to listen on.
@@ -91,14 +91,46 @@ pub enum Parsed {
     Ms(u64),
     /// A backoff policy.
     Backoff(BackoffSpec),
-    /// Text (a URL, namespace, cron pattern or time zone).
+    /// Text (a namespace, cron pattern or time zone).
     Text(String),
+    /// A Redis URL, which may carry a password: shown and debug-printed without it.
+    RedisUrl(SecretUrl),
     /// An address.
     Addr(SocketAddr),
     /// A catch-up policy.
     CatchUp(CatchUp),
     /// Whether a new group reads the stream from its start.
     FromStart(bool),
+}
+
+/// A Redis URL as configured. Its `Display` and `Debug` replace the password with `***`, so
+/// that a configuration view, a log line or a `{:?}` never shows it; [`expose`](Self::expose)
+/// gives the URL itself, to connect with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Wraps `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        SecretUrl(url.into())
+    }
+
+    /// The URL with its password.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::error::redact_url(&self.0))
+    }
+}
+
+impl std::fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretUrl({:?})", crate::error::redact_url(&self.0))
+    }
 }
 
 impl std::fmt::Display for Parsed {
@@ -109,6 +141,7 @@ impl std::fmt::Display for Parsed {
             Parsed::Ms(ms) => f.write_str(&humane(*ms)),
             Parsed::Backoff(b) => write!(f, "{b}"),
             Parsed::Text(t) => f.write_str(t),
+            Parsed::RedisUrl(u) => write!(f, "{u}"),
             Parsed::Addr(a) => write!(f, "{a}"),
             Parsed::CatchUp(c) => write!(f, "{c}"),
             Parsed::FromStart(true) => f.write_str("0"),
@@ -123,7 +156,7 @@ const ATTEMPTS: ValueKind = ValueKind::Count { max: 1_000_000 };
 const LEASE: ValueKind = ValueKind::Duration { min_ms: 100 };
 
 const RUNTIME: &[(&str, ValueKind)] = &[
-    ("redis_url", ValueKind::Text),
+    ("redis_url", ValueKind::RedisUrl),
     ("namespace", ValueKind::Namespace),
     ("shutdown_grace", ValueKind::Duration { min_ms: 1 }),
     ("gauges_every", ValueKind::Duration { min_ms: 1_000 }),
@@ -282,9 +315,11 @@ pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
             .ok_or_else(|| {
                 expected("\"exp(<base>, <max>)\" or \"fixed(<delay>)\", like \"exp(1s, 10m)\"")
             }),
-        ValueKind::Text => match text(raw) {
-            Some(t) if !t.trim().is_empty() => Ok(Parsed::Text(t.trim().to_string())),
-            _ => Err(expected("non-empty text")),
+        ValueKind::RedisUrl => match text(raw) {
+            Some(t) if !t.trim().is_empty() => {
+                Ok(Parsed::RedisUrl(SecretUrl(t.trim().to_string())))
+            }
+            _ => Err(expected("a Redis URL, like \"redis://127.0.0.1:6379\"")),
         },
         ValueKind::Namespace => {
             let t = text(raw).ok_or_else(|| expected("a namespace"))?;

@@ -223,7 +223,10 @@ impl RuntimeBuilder {
         let ms = |d: Duration| Parsed::Ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut values = Vec::new();
         if let Some(url) = &self.redis_url {
-            values.push(("redis_url", Parsed::Text(url.clone())));
+            values.push((
+                "redis_url",
+                Parsed::RedisUrl(delayq_core::config::SecretUrl::new(url.clone())),
+            ));
         }
         if let Some(ns) = &self.namespace {
             values.push(("namespace", Parsed::Text(ns.clone())));

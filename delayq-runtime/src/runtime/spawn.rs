@@ -54,7 +54,10 @@ impl RuntimeBuilder {
             Some(Parsed::Addr(a)) => Some(*a),
             _ => None,
         };
-        let url = text("redis_url");
+        let url = match config.parsed("redis_url") {
+            Some(Parsed::RedisUrl(u)) => u.expose().to_string(),
+            other => unreachable!("redis_url is a URL: {other:?}"),
+        };
         let origin = match config.runtime("redis_url").map(|s| &s.source) {
             Some(ConfigSource::Builder) => UrlOrigin::Builder,
             Some(ConfigSource::Environment { .. }) => UrlOrigin::Env,

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use delayq_core::config::{
-    options, ConfigFile, ConfigSource, ConfigValue, Kind, Parsed, Raw, Scope,
+    options, ConfigFile, ConfigSource, ConfigValue, Kind, Parsed, Raw, Scope, SecretUrl,
 };
 use delayq_core::{Error, Result};
 
@@ -121,7 +121,9 @@ impl Sources {
         let defaults: [(&str, Option<Parsed>); 6] = [
             (
                 "redis_url",
-                Some(Parsed::Text(delayq_core::DEFAULT_REDIS_URL.into())),
+                Some(Parsed::RedisUrl(SecretUrl::new(
+                    delayq_core::DEFAULT_REDIS_URL,
+                ))),
             ),
             (
                 "namespace",
