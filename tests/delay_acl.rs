@@ -62,7 +62,13 @@ async fn a_namespace_limited_acl_user_runs_producer_and_runtime() {
     );
     let json = serde_json::to_string(config).unwrap();
     let debug = format!("{config:?}");
-    for text in [&json, &debug] {
+    let builder = format!(
+        "{:?}",
+        Runtime::builder()
+            .redis_url(&url)
+            .set("redis_url", url.as_str())
+    );
+    for text in [&json, &debug, &builder] {
         assert!(!text.contains("app-secret"), "the password shows in {text}");
     }
 

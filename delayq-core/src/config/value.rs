@@ -45,7 +45,8 @@ impl fmt::Display for ConfigSource {
 }
 
 /// A value given to `Runtime::builder().set(key, value)`: converts from the usual Rust types.
-#[derive(Debug, Clone, PartialEq)]
+/// Its `Debug` shows a URL's password as `***` (`set("redis_url", …)` may carry one).
+#[derive(Clone, PartialEq)]
 pub enum ConfigValue {
     /// `true` or `false` (`enabled`).
     Bool(bool),
@@ -55,6 +56,20 @@ pub enum ConfigValue {
     Duration(Duration),
     /// Text: a humane duration such as `"30s"`, a backoff, a cron pattern, a URL, an address.
     Text(String),
+}
+
+impl fmt::Debug for ConfigValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigValue::Bool(b) => f.debug_tuple("Bool").field(b).finish(),
+            ConfigValue::Int(n) => f.debug_tuple("Int").field(n).finish(),
+            ConfigValue::Duration(d) => f.debug_tuple("Duration").field(d).finish(),
+            ConfigValue::Text(t) => f
+                .debug_tuple("Text")
+                .field(&crate::error::redact_url(t))
+                .finish(),
+        }
+    }
 }
 
 macro_rules! from_int {

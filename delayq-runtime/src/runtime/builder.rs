@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq_core::config::{ConfigValue, Parsed};
+use delayq_core::config::{ConfigValue, Parsed, SecretUrl};
 use delayq_core::{Error, Result, RoomConfig};
 
 use crate::delay::{all_listeners, ListenerRegistration};
@@ -51,7 +51,7 @@ impl Runtime {
 /// Settings for a runtime; finish with [`spawn`](RuntimeBuilder::spawn).
 #[derive(Debug, Clone)]
 pub struct RuntimeBuilder {
-    pub(super) redis_url: Option<String>,
+    pub(super) redis_url: Option<SecretUrl>,
     pub(super) namespace: Option<String>,
     pub(super) topics: Option<Vec<String>>,
     pub(super) streams: Option<Vec<String>>,
@@ -118,7 +118,7 @@ fn pick<R>(
 impl RuntimeBuilder {
     /// The Redis URL (default: `DELAYQ_REDIS_URL`, else `redis://127.0.0.1:6379`).
     pub fn redis_url(mut self, url: impl Into<String>) -> Self {
-        self.redis_url = Some(url.into());
+        self.redis_url = Some(SecretUrl::new(url));
         self
     }
 
@@ -223,10 +223,7 @@ impl RuntimeBuilder {
         let ms = |d: Duration| Parsed::Ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut values = Vec::new();
         if let Some(url) = &self.redis_url {
-            values.push((
-                "redis_url",
-                Parsed::RedisUrl(delayq_core::config::SecretUrl::new(url.clone())),
-            ));
+            values.push(("redis_url", Parsed::RedisUrl(url.clone())));
         }
         if let Some(ns) = &self.namespace {
             values.push(("namespace", Parsed::Text(ns.clone())));
