@@ -183,17 +183,13 @@ impl Probe {
             *last = Some(tokio::time::Instant::now());
         }
         drop(last);
-        self.read()
+        self.current()
     }
 
     /// The health as last seen, without asking Redis: what `/health/live` answers, since
     /// whether the process lives does not depend on Redis, and a liveness probe that waited
     /// on a frozen Redis would get the process restarted for Redis' trouble.
     pub(crate) fn current(&self) -> Health {
-        self.read()
-    }
-
-    fn read(&self) -> Health {
         let stopping = self.stopping.load(Ordering::Relaxed);
         let redis = match self.redis.failing_since() {
             None => RedisHealth::Up,
