@@ -53,20 +53,24 @@ impl Scope {
     }
 
     /// The full key of `option` in the file's syntax: `listeners."order.timeout".concurrency`.
+    /// The option is quoted like any name (a typo as written may carry anything).
     pub fn key(&self, option: &str) -> String {
-        let table = self.kind().table();
-        // An option name as written, which may be a typo carrying anything, is quoted too.
-        let option = if option.is_empty() {
-            String::new()
-        } else {
-            quoted(option)
-        };
         match self {
-            Scope::Runtime => option,
+            Scope::Runtime => quoted(option),
+            _ => format!("{}.{}", self.table_key(), quoted(option)),
+        }
+    }
+
+    /// The key of the table holding this component's options: `listeners."order.timeout"`
+    /// (empty for the runtime, whose options stand at the top of the file).
+    fn table_key(&self) -> String {
+        let table = self.kind().table();
+        match self {
+            Scope::Runtime => String::new(),
             Scope::Listener(n) | Scope::LeaderTask(n) | Scope::Schedule(n) => {
-                format!("{table}.{}.{option}", quoted(n))
+                format!("{table}.{}", quoted(n))
             }
-            Scope::Stream(s, g) => format!("{table}.{}.{}.{option}", quoted(s), quoted(g)),
+            Scope::Stream(s, g) => format!("{table}.{}.{}", quoted(s), quoted(g)),
         }
     }
 }
@@ -214,7 +218,7 @@ impl Reader<'_> {
     }
 
     fn options(&mut self, scope: Scope, node: &Spanned<Node>) {
-        let key = scope.key("").trim_end_matches('.').to_string();
+        let key = scope.table_key();
         let Some(entries) = self.table(node, &key, shape(scope.kind())) else {
             return;
         };
