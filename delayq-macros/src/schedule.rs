@@ -64,8 +64,15 @@ fn parser() -> CronParser {
 /// The pattern as the runtime parses it; an error names the field at fault.
 fn cron(lit: &LitStr) -> syn::Result<String> {
     let pattern = lit.value();
-    let Err(e) = parser().parse(pattern.trim()) else {
-        return Ok(pattern.trim().to_string());
+    let e = match parser().parse(pattern.trim()) {
+        Ok(parsed) if matches_some_date(&parsed) => return Ok(pattern.trim().to_string()),
+        Ok(_) => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("invalid cron pattern: the day of month field never falls in its months ({:?} matches no date, like 30 February)", pattern.trim()),
+            ))
+        }
+        Err(e) => e,
     };
     let fields: Vec<&str> = pattern.split_whitespace().collect();
     let names: &[&str] = match fields.len() {
@@ -95,6 +102,21 @@ fn cron(lit: &LitStr) -> syn::Result<String> {
             None => format!("invalid cron pattern: {e}"),
         },
     ))
+}
+
+/// Whether any day of a whole Gregorian cycle (400 years, after which dates and weekdays
+/// repeat) matches the pattern's date fields; `0 0 30 2 *` matches none.
+fn matches_some_date(cron: &croner::Cron) -> bool {
+    let mut day = jiff::civil::date(2000, 1, 1);
+    (0..146_097).any(|_| {
+        let (y, m, d) = (day.year(), day.month() as u32, day.day() as u32);
+        let weekday =
+            croner::Weekday::from_days_from_sunday(day.weekday().to_sunday_zero_offset() as u32);
+        day = day.tomorrow().unwrap_or(day);
+        let p = &cron.pattern;
+        p.month_match(m).unwrap_or(false)
+            && p.day_match(i32::from(y), m, d, weekday).unwrap_or(false)
+    })
 }
 
 pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled> {

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
-use jiff::tz::TimeZone;
-use jiff::{Timestamp, Zoned};
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::Timestamp;
+
+use super::civil::CivilCron;
 
 use crate::error::{Error, Result};
 use crate::time::MAX_DUE_MS;
@@ -46,6 +48,12 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Error {
 pub(crate) fn parse_cron(pattern: &str) -> Result<Cron> {
     let trimmed = pattern.trim();
     match parser().parse(trimmed) {
+        Ok(cron) if CivilCron::new(cron.clone()).next_at_or_after(0, i64::MAX).is_none() => {
+            Err(invalid(
+                "cron day of month",
+                format!("{trimmed:?} matches no date: its day of month never falls in its months (like 30 February)"),
+            ))
+        }
         Ok(cron) => Ok(cron),
         Err(e) => {
             let fields: Vec<&str> = trimmed.split_whitespace().collect();
@@ -93,12 +101,17 @@ pub(crate) fn zone(name: &str) -> Result<TimeZone> {
 #[derive(Debug, Clone)]
 pub(crate) enum Calendar {
     /// A cron pattern in a time zone.
-    Cron(Box<Cron>, TimeZone),
+    Cron(Box<CivilCron>, TimeZone),
     /// Every `ms`, counted from an anchor (the schedule's first tick).
     Every(u64),
 }
 
 impl Calendar {
+    /// A cron pattern read in a time zone.
+    pub(crate) fn cron(cron: Cron, tz: TimeZone) -> Self {
+        Calendar::Cron(Box::new(CivilCron::new(cron)), tz)
+    }
+
     /// The first tick strictly after `after_ms` (unix ms); for `Every`, on the grid of
     /// `anchor_ms`. `None` when there is none before the year 10000.
     pub(crate) fn next_after(&self, after_ms: u64, anchor_ms: u64) -> Option<u64> {
@@ -111,37 +124,147 @@ impl Calendar {
                     anchor_ms + ((after_ms - anchor_ms) / every + 1) * every
                 }
             }
-            Calendar::Cron(cron, tz) => cron_next(cron, tz, after_ms)?,
+            Calendar::Cron(cron, tz) => {
+                let from = civil_after(tz, i64::try_from(after_ms).ok()?);
+                let last_day = (MAX_DUE_MS as i64) / DAY_MS + 2;
+                u64::try_from(instant(tz, cron.next_at_or_after(from, last_day)?)?).ok()?
+            }
         };
         (next <= MAX_DUE_MS).then_some(next)
     }
-}
 
-fn zoned(ms: u64, tz: &TimeZone) -> Option<Zoned> {
-    Some(
-        Timestamp::from_millisecond(i64::try_from(ms).ok()?)
-            .ok()?
-            .to_zoned(tz.clone()),
-    )
-}
-
-fn millis(z: &Zoned) -> Option<u64> {
-    u64::try_from(z.timestamp().as_millisecond()).ok()
-}
-
-/// The next cron instant after `after_ms`, skipping the second pass of a repeated local hour
-/// (croner runs wildcard patterns in both passes; a local time runs once, at its first).
-fn cron_next(cron: &Cron, tz: &TimeZone, after_ms: u64) -> Option<u64> {
-    let mut from = zoned(after_ms, tz)?;
-    for _ in 0..4 {
-        let next = cron.find_next_occurrence(&from, false).ok()?;
-        let first = tz.to_ambiguous_zoned(next.datetime()).earlier().ok()?;
-        if first.timestamp() == next.timestamp() {
-            return millis(&next);
+    /// The last tick strictly before `before_ms`; for `Every`, on the grid of `anchor_ms` and
+    /// not before it. `None` when there is none (after 1970).
+    pub(crate) fn prev_before(&self, before_ms: u64, anchor_ms: u64) -> Option<u64> {
+        match self {
+            Calendar::Every(every) => {
+                let every = (*every).max(1);
+                (before_ms > anchor_ms)
+                    .then(|| anchor_ms + (before_ms - 1 - anchor_ms) / every * every)
+            }
+            Calendar::Cron(cron, tz) => {
+                let to = civil_before(tz, i64::try_from(before_ms).ok()?);
+                // A day's margin below 1970: a civil time there may still be an instant after.
+                let prev = cron.prev_before(to, -1)?;
+                u64::try_from(instant(tz, prev)?).ok()
+            }
         }
-        from = next;
     }
-    None
+
+    /// How many ticks fall in `[from_ms, to_ms)`, in closed form (no walk over the ticks):
+    /// an outage of years costs a few thousand steps at most.
+    pub(crate) fn count(&self, from_ms: u64, to_ms: u64, anchor_ms: u64) -> u64 {
+        if to_ms <= from_ms {
+            return 0;
+        }
+        match self {
+            Calendar::Every(every) => {
+                let every = (*every).max(1);
+                let before = |at: u64| {
+                    if at <= anchor_ms {
+                        0
+                    } else {
+                        (at - 1 - anchor_ms) / every + 1
+                    }
+                };
+                before(to_ms) - before(from_ms)
+            }
+            Calendar::Cron(cron, tz) => {
+                let (Ok(from), Ok(to)) = (i64::try_from(from_ms), i64::try_from(to_ms)) else {
+                    return 0;
+                };
+                let mut n = cron.count(civil_before(tz, from), civil_before(tz, to));
+                // Every civil time in a spring gap, and the one right after it, is one tick:
+                // the first instant after the gap.
+                let mut probe = Timestamp::from_millisecond(from - 1).ok();
+                while let Some(t) = probe.and_then(|p| tz.following(p).next()) {
+                    let at = t.timestamp().as_millisecond();
+                    if at >= to {
+                        break;
+                    }
+                    let (old, new) = offsets_around(tz, at);
+                    if new > old {
+                        let gap_start = at.div_euclid(1_000) + old;
+                        let in_gap = cron.count(gap_start, gap_start + (new - old) + 1);
+                        n -= in_gap.saturating_sub(1);
+                    }
+                    probe = Some(t.timestamp());
+                }
+                n
+            }
+        }
+    }
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The offset (seconds) in force just before and at the instant `at_ms`.
+fn offsets_around(tz: &TimeZone, at_ms: i64) -> (i64, i64) {
+    let offset = |ms: i64| {
+        Timestamp::from_millisecond(ms)
+            .map(|t| i64::from(tz.to_offset(t).seconds()))
+            .unwrap_or(0)
+    };
+    (offset(at_ms - 1), offset(at_ms))
+}
+
+/// The civil time (seconds) of the instant `ms`, to the millisecond.
+fn civil_ms(tz: &TimeZone, ms: i64) -> i64 {
+    ms + offsets_around(tz, ms).1 * 1_000
+}
+
+/// The latest transition at or before `ms`, with the offsets before and after it, when it
+/// bounds the range of civil times in question: `ms` is the transition itself, or falls in
+/// the second pass of a repeated hour.
+fn fold_or_transition(tz: &TimeZone, ms: i64) -> Option<(i64, i64)> {
+    let t = tz
+        .preceding(Timestamp::from_millisecond(ms + 1).ok()?)
+        .next()?;
+    let at = t.timestamp().as_millisecond();
+    let (old, new) = offsets_around(tz, at);
+    let second_pass = new < old && ms < at + (old - new) * 1_000;
+    (ms == at || second_pass).then_some((at, old))
+}
+
+/// The civil second from which on every civil time maps to an instant after `after_ms`. A
+/// civil time maps to one instant: its only one; the first of two in a repeated hour; the
+/// first instant after a gap when it falls in one; so the mapping never goes back in time.
+fn civil_after(tz: &TimeZone, after_ms: i64) -> i64 {
+    match fold_or_transition(tz, after_ms) {
+        // In the repeated hour's second pass: its civil times mapped to the first.
+        Some((at, old)) if offsets_around(tz, at).1 < old => at.div_euclid(1_000) + old,
+        _ => civil_ms(tz, after_ms).div_euclid(1_000) + 1,
+    }
+}
+
+/// The civil second below which every civil time maps to an instant before `before_ms`.
+fn civil_before(tz: &TimeZone, before_ms: i64) -> i64 {
+    match fold_or_transition(tz, before_ms) {
+        // At a transition, or in a repeated hour's second pass: everything before the
+        // transition's civil time in the old offset.
+        Some((at, old)) => at.div_euclid(1_000) + old,
+        None => {
+            let c = civil_ms(tz, before_ms);
+            c.div_euclid(1_000) + i64::from(c.rem_euclid(1_000) > 0)
+        }
+    }
+}
+
+/// The instant (unix ms) a civil time (seconds) runs at in `tz`.
+fn instant(tz: &TimeZone, civil: i64) -> Option<i64> {
+    let dt = Timestamp::from_second(civil)
+        .ok()?
+        .to_zoned(TimeZone::UTC)
+        .datetime();
+    let at = |offset: jiff::tz::Offset| (civil - i64::from(offset.seconds())) * 1_000;
+    Some(match tz.to_ambiguous_timestamp(dt).offset() {
+        AmbiguousOffset::Unambiguous { offset } => at(offset),
+        AmbiguousOffset::Fold { before, .. } => at(before),
+        AmbiguousOffset::Gap { after, .. } => {
+            let probe = Timestamp::from_millisecond(at(after)).ok()?;
+            tz.following(probe).next()?.timestamp().as_millisecond()
+        }
+    })
 }
 
 #[cfg(test)]
@@ -154,7 +277,7 @@ mod tests {
     }
 
     fn ticks(pattern: &str, tz: &str, from: &str, n: usize) -> Vec<String> {
-        let cal = Calendar::Cron(Box::new(parse_cron(pattern).unwrap()), zone(tz).unwrap());
+        let cal = Calendar::cron(parse_cron(pattern).unwrap(), zone(tz).unwrap());
         let mut at = utc(from);
         let mut out = Vec::new();
         for _ in 0..n {
@@ -256,6 +379,11 @@ mod tests {
         assert!(err.contains("second"), "{err}");
         let err = parse_cron("* * *").unwrap_err().to_string();
         assert!(err.contains("3 fields"), "{err}");
+        let err = parse_cron("0 0 30 2 *").unwrap_err().to_string();
+        assert!(
+            err.contains("day of month") && err.contains("no date"),
+            "{err}"
+        );
         let err = zone("Europe/Atlantis").unwrap_err().to_string();
         assert!(
             err.contains("tz") && err.contains("Europe/Atlantis"),

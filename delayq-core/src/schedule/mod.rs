@@ -6,7 +6,8 @@
 //!
 //! Schedules build on the delay queue (`crate::delay`): the one system another imports.
 //!
-//! - `calendar.rs`: when ticks fall (croner patterns in jiff time zones, or an interval).
+//! - `calendar.rs`: when ticks fall (cron patterns in jiff time zones, or an interval);
+//!   `civil.rs`: a cron pattern's matches on the wall clock, counted without a walk.
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
 //! - `records.rs`: the records and the index, and reading them.
 //! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
@@ -14,6 +15,9 @@
 //! - `scripts/schedule/upsert.lua`; the ticks themselves: `scripts/delay/tick.lua`.
 
 mod calendar;
+#[cfg(test)]
+mod calendar_reference;
+mod civil;
 mod produce;
 mod records;
 mod spec;

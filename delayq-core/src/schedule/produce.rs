@@ -15,9 +15,6 @@ use crate::producer::Producer;
 pub const MISSED_AFTER_MS: u64 = 1_000;
 /// Ticks one call writes at most (beyond that, the next call goes on).
 const TICKS_PER_CALL: usize = 1_000;
-/// Ticks counted one by one when working out what was missed; a longer outage of a cron
-/// schedule is counted up to here ("at least").
-const COUNT_MAX: u64 = 100_000;
 
 /// One schedule as a producer of its ticks sees it, read from its record.
 #[derive(Debug, Clone)]
@@ -98,67 +95,50 @@ impl ScheduleState {
     }
 
     /// The ticks from `next` up to `horizon`, with the new `next` after them and how many were
-    /// skipped by the catch-up policy (ticks before `missed_before` count as missed).
+    /// skipped by the catch-up policy (ticks before `missed_before` count as missed). The
+    /// missed ticks are counted, and the latest of them found, in closed form: an outage of
+    /// any length costs the same few steps.
     fn plan(&self, horizon: u64, missed_before: u64) -> (Vec<u64>, u64, u64) {
-        let mut missed_count = 0u64;
-        let mut last_missed = None;
-        let mut kept_missed = std::collections::VecDeque::new();
-        let mut t = self.next;
-        // Missed ticks: counted, and the ones the policy runs kept.
-        if t < missed_before {
-            if let Calendar::Every(every) = self.calendar {
-                let every = every.max(1);
-                let n = (missed_before - 1 - t) / every + 1;
-                let keep = match self.catch_up {
-                    CatchUp::All => n.min(CATCH_UP_ALL_MAX as u64),
-                    CatchUp::Last => 1,
-                    CatchUp::None => 0,
-                };
-                for i in (n - keep)..n {
-                    kept_missed.push_back(t + i * every);
-                }
-                missed_count = n;
-                t += n * every;
-            } else {
-                while t < missed_before && missed_count < COUNT_MAX {
-                    missed_count += 1;
-                    last_missed = Some(t);
-                    if self.catch_up == CatchUp::All {
-                        kept_missed.push_back(t);
-                        if kept_missed.len() > CATCH_UP_ALL_MAX {
-                            kept_missed.pop_front();
-                        }
+        let mut ticks = Vec::new();
+        let mut skipped = 0;
+        let mut t = Some(self.next);
+        if self.next < missed_before {
+            let missed = self
+                .calendar
+                .count(self.next, missed_before, self.anchor)
+                .max(1);
+            let keep = match self.catch_up {
+                CatchUp::All => missed.min(CATCH_UP_ALL_MAX as u64),
+                CatchUp::Last => 1,
+                CatchUp::None => 0,
+            };
+            // The latest `keep` missed ticks, walked back from the end of the outage.
+            let mut at = missed_before;
+            while (ticks.len() as u64) < keep {
+                match self.calendar.prev_before(at, self.anchor) {
+                    Some(p) if p >= self.next => {
+                        ticks.push(p);
+                        at = p;
                     }
-                    match self.calendar.next_after(t, self.anchor) {
-                        Some(n) => t = n,
-                        None => return (Vec::new(), u64::MAX, missed_count),
+                    // `next` itself is off the calendar (a hand-edited record): it is the one.
+                    _ if ticks.is_empty() => {
+                        ticks.push(self.next);
+                        break;
                     }
-                }
-                if t < missed_before {
-                    // Longer than counted: start again from the present.
-                    t = self
-                        .calendar
-                        .next_after(missed_before.saturating_sub(1), self.anchor)
-                        .unwrap_or(u64::MAX);
-                }
-                if self.catch_up == CatchUp::Last {
-                    kept_missed.extend(last_missed);
+                    _ => break,
                 }
             }
+            ticks.reverse();
+            skipped = missed - ticks.len() as u64;
+            t = self
+                .calendar
+                .next_after(missed_before.saturating_sub(1), self.anchor);
         }
-        let skipped = missed_count - kept_missed.len() as u64;
-        let mut ticks: Vec<u64> = kept_missed.into_iter().collect();
-        while t <= horizon && ticks.len() < TICKS_PER_CALL {
-            ticks.push(t);
-            match self.calendar.next_after(t, self.anchor) {
-                Some(n) => t = n,
-                None => {
-                    t = u64::MAX;
-                    break;
-                }
-            }
+        while let Some(at) = t.filter(|at| *at <= horizon && ticks.len() < TICKS_PER_CALL) {
+            ticks.push(at);
+            t = self.calendar.next_after(at, self.anchor);
         }
-        (ticks, t, skipped)
+        (ticks, t.unwrap_or(u64::MAX), skipped)
     }
 }
 
@@ -288,14 +268,56 @@ mod tests {
         assert_eq!(every(CatchUp::None), (vec![10_000, 11_000], 12_000, 9));
         let (all, next, skipped) = every(CatchUp::All);
         assert_eq!((all.len(), next, skipped), (11, 12_000, 0));
-        let cron = Calendar::Cron(
-            Box::new(super::super::calendar::parse_cron("* * * * * *").unwrap()),
+        let cron = Calendar::cron(
+            super::super::calendar::parse_cron("* * * * * *").unwrap(),
             super::super::calendar::zone("UTC").unwrap(),
         );
         let c = |p| state(cron.clone(), p, 1_000).plan(11_500, 9_500);
         assert_eq!(c(CatchUp::Last), every(CatchUp::Last));
         assert_eq!(c(CatchUp::None), every(CatchUp::None));
         assert_eq!(c(CatchUp::All), every(CatchUp::All));
+    }
+
+    /// After 200,000 s (and after a year) down, a per-second cron schedule runs the latest
+    /// missed tick (`last`) or the latest 100 (`all`), and counts every missed tick exactly.
+    #[test]
+    fn a_long_outage_runs_the_latest_ticks_and_counts_all_missed() {
+        let cron = |p| {
+            Calendar::cron(
+                super::super::calendar::parse_cron(p).unwrap(),
+                super::super::calendar::zone("Europe/Berlin").unwrap(),
+            )
+        };
+        let start = 1_790_000_000_000; // 2026-09-21, a month before the autumn change
+        for down_s in [200_000u64, 366 * 86_400] {
+            let now = start + down_s * 1_000 + 400;
+            let mb = now - MISSED_AFTER_MS;
+            let plan = |c| state(cron("* * * * * *"), c, start).plan(now + 1_000, mb);
+            let (ticks, next, skipped) = plan(CatchUp::Last);
+            let latest = (mb - 1) / 1_000 * 1_000;
+            // Missed: every second in [start, mb), but the repeated hour of October 2026's
+            // change (its local times ran in the first pass); the one before mb runs.
+            let repeated = if down_s > 200_000 { 3_600 } else { 0 };
+            let missed = (latest - start) / 1_000 + 1 - repeated;
+            assert_eq!((ticks[0], skipped), (latest, missed - 1), "down {down_s} s");
+            assert_eq!(ticks[1..], [latest + 1_000, latest + 2_000]);
+            assert_eq!(next, latest + 3_000);
+            let (ticks, _, skipped) = plan(CatchUp::All);
+            assert_eq!(ticks.len(), CATCH_UP_ALL_MAX + 2);
+            assert_eq!(ticks[0], latest - 99_000);
+            assert_eq!(ticks[99], latest);
+            assert_eq!(skipped, missed - CATCH_UP_ALL_MAX as u64);
+            let (ticks, _, skipped) = plan(CatchUp::None);
+            assert_eq!((ticks[0], skipped), (latest + 1_000, missed));
+        }
+        // Hourly in Berlin across the autumn change: 02:00 runs once (its repeat does not).
+        // Missed 22:00Z, 23:00Z, 00:00Z (00:00-02:00 CEST); 01:00Z is 02:00 CET, a repeat.
+        let s = state(cron("0 * * * *"), CatchUp::Last, 1_792_879_200_000); // 2026-10-24T22:00Z
+        let (ticks, _, skipped) = s.plan(1_792_893_600_000, 1_792_893_600_000); // 25th 02:00Z
+        assert_eq!(
+            (ticks, skipped),
+            (vec![1_792_886_400_000, 1_792_893_600_000], 2)
+        );
     }
 
     #[test]

@@ -178,12 +178,18 @@ impl Schedule {
                 None => break,
             }
         }
+        if out.is_empty() && n > 0 {
+            return Err(Error::InvalidSchedule {
+                field: self.stored().0.into(),
+                reason: format!("{:?} has no tick after the time asked", self.spec()),
+            });
+        }
         Ok(out)
     }
 
     pub(crate) fn calendar(&self) -> Result<Calendar> {
         Ok(match &self.kind {
-            Kind::Cron(p) => Calendar::Cron(Box::new(parse_cron(p)?), zone(&self.tz)?),
+            Kind::Cron(p) => Calendar::cron(parse_cron(p)?, zone(&self.tz)?),
             Kind::Every(ms) => Calendar::Every(*ms),
         })
     }
