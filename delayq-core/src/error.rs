@@ -249,27 +249,68 @@ pub enum AckError {
     Failed(#[from] Error),
 }
 
-/// Returns `url` with the password (if any) replaced by `***`, for error messages and logs.
+/// Returns `url` with every secret in it replaced by `***`, for error messages and logs: the
+/// userinfo of each URL of a list (cluster seeds, sentinels) up to its last `@` — so a
+/// password holding an unencoded `/`, `@` or `,` is hidden whole — and the value of a `pass`
+/// or `password` query parameter (`redis+unix:///run/redis.sock?pass=…`). A user name stays.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let hidden = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                "***".to_string()
+    let mut out = String::with_capacity(url.len());
+    let starts: Vec<usize> = url.match_indices("://").map(|(i, _)| i + 3).collect();
+    if starts.is_empty() {
+        out.push_str(&redact_userinfo(url));
+    } else {
+        out.push_str(&url[..starts[0]]);
+        for (n, &from) in starts.iter().enumerate() {
+            let to = match starts.get(n + 1) {
+                // The next URL's scheme (`,rediss`) is not part of this one.
+                Some(next) => {
+                    let scheme = url[..next - 3]
+                        .trim_end_matches(|c: char| c.is_ascii_alphanumeric() || "+.-".contains(c));
+                    scheme.len().max(from)
+                }
+                None => url.len(),
             };
-            format!("{scheme}://{hidden}@{host}{tail}")
+            out.push_str(&redact_userinfo(&url[from..to]));
+            out.push_str(&url[to..starts.get(n + 1).copied().unwrap_or(url.len())]);
         }
-        None => url.to_string(),
     }
+    redact_query(&out)
+}
+
+/// `user:pass@rest` → `user:***@rest`; `token@rest` → `***@rest`.
+fn redact_userinfo(body: &str) -> String {
+    let Some(at) = body.rfind('@') else {
+        return body.to_string();
+    };
+    let (info, rest) = body.split_at(at);
+    match info.split_once(':') {
+        Some((user, _)) if !user.contains([',', '/']) => format!("{user}:***{rest}"),
+        _ => format!("***{rest}"),
+    }
+}
+
+/// The value of each `pass=` / `password=` query parameter (any case) → `***`.
+fn redact_query(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(q) = rest.find(['?', '&']) {
+        out.push_str(&rest[..=q]);
+        rest = &rest[q + 1..];
+        let end = rest.find(['&', ',', '#']).unwrap_or(rest.len());
+        let (param, tail) = rest.split_at(end);
+        match param.split_once('=') {
+            Some((key, _))
+                if key.eq_ignore_ascii_case("pass") || key.eq_ignore_ascii_case("password") =>
+            {
+                out.push_str(key);
+                out.push_str("=***");
+            }
+            _ => out.push_str(param),
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -288,5 +329,57 @@ mod tests {
         );
         assert_eq!(redact_url("rediss://:s3cret@h:1"), "rediss://:***@h:1");
         assert_eq!(redact_url("redis://token@h"), "redis://***@h");
+    }
+
+    /// Every URL form the connection layer accepts, with a secret in every place one can
+    /// stand: none shows, and what is not secret stays readable.
+    #[test]
+    fn hides_every_secret_of_every_form() {
+        let table = [
+            ("redis://:S1@h:6379", "redis://:***@h:6379"),
+            ("rediss://app:S1@h:6380/0", "rediss://app:***@h:6380/0"),
+            ("redis://:S1/S2@h:6379/0", "redis://:***@h:6379/0"),
+            ("redis://app:S1@S2@h:6379", "redis://app:***@h:6379"),
+            ("redis://app:S1,S2@h:6379", "redis://app:***@h:6379"),
+            ("redis://app:S1%2FS2@h", "redis://app:***@h"),
+            (
+                "redis://:S1@10.0.0.1:7000,redis://:S2@10.0.0.2:7000",
+                "redis://:***@10.0.0.1:7000,redis://:***@10.0.0.2:7000",
+            ),
+            (
+                "redis://:S1@a:7000, rediss://app:S2@b:7000 ,redis://c:7000",
+                "redis://:***@a:7000, rediss://app:***@b:7000 ,redis://c:7000",
+            ),
+            (
+                "redis+sentinel://app:S1@h1:26379,h2:26380/mymaster",
+                "redis+sentinel://app:***@h1:26379,h2:26380/mymaster",
+            ),
+            (
+                "rediss+sentinel://:S1@h1:26379/mymaster",
+                "rediss+sentinel://:***@h1:26379/mymaster",
+            ),
+            (
+                "redis+sentinel://h1:26379,app:S1@h2:26380/m",
+                "redis+sentinel://h1:***@h2:26380/m",
+            ),
+            (
+                "redis+unix:///run/redis.sock?db=1&pass=S1",
+                "redis+unix:///run/redis.sock?db=1&pass=***",
+            ),
+            (
+                "unix:///run/redis.sock?user=app&password=S1&db=2",
+                "unix:///run/redis.sock?user=app&password=***&db=2",
+            ),
+            (
+                "redis://h:6379/0?PASSWORD=S1",
+                "redis://h:6379/0?PASSWORD=***",
+            ),
+            ("app:S1@h:6379", "app:***@h:6379"),
+        ];
+        for (url, want) in table {
+            let got = redact_url(url);
+            assert_eq!(got, want, "{url}");
+            assert!(!got.contains("S1") && !got.contains("S2"), "{url} -> {got}");
+        }
     }
 }
