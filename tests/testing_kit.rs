@@ -291,3 +291,60 @@ fn nine_in_berlin_within(from: SystemTime, passed: Duration) -> Vec<u64> {
         .map(ms)
         .collect()
 }
+
+static BULK: Seen<u64> = Seen::new();
+
+#[delay_listener(topic = "kit.bulk", concurrency = 64)]
+async fn bulk(msg: u64) {
+    BULK.push(msg);
+}
+
+/// `advance` over 100,000 waiting messages (the old script passed the whole set to one
+/// `ZADD` with `unpack` and failed from ~5,000 on), and over one due in the year 9000 (the
+/// old loop never returned past a hundred years).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advance_scales_to_100000_waiting_and_to_the_year_9000() {
+    let t = TestRuntime::builder()
+        .topics(["kit.bulk"])
+        .start()
+        .await
+        .unwrap();
+    let p = t.producer();
+    let started = Instant::now();
+    for batch in 0..20u64 {
+        let items = (0..5_000u64).map(|i| {
+            let n = batch * 5_000 + i;
+            (n, Duration::from_secs(7_200 + n % 3_600))
+        });
+        p.send_batch("kit.bulk", items).await.unwrap();
+    }
+    let far = SystemTime::UNIX_EPOCH + Duration::from_secs(221_845_392_000); // 9000-01-01
+    p.send_at("kit.bulk", &u64::MAX, far).await.unwrap();
+    // An hour passes: none is due yet (the earliest waits two hours).
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        t.advance(Duration::from_secs(3_600)),
+    )
+    .await
+    .expect("advance returned")
+    .unwrap();
+    assert_eq!(t.pending("kit.bulk").await.unwrap().len(), 1_000);
+    assert!(BULK.is_empty());
+    // 100 s more (and the real seconds this test took): the messages of the first 100 s
+    // (~28 a second) are due, none later.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        t.advance(Duration::from_secs(3_700)),
+    )
+    .await
+    .expect("advance returned")
+    .unwrap();
+    let real = started.elapsed().as_secs() + 1;
+    t.run_until_idle().await.unwrap();
+    let handled = BULK.len() as u64;
+    assert!(handled >= 2_800, "{handled} handled");
+    assert!(
+        BULK.all().iter().all(|n| n % 3_600 <= 100 + real),
+        "one ran early ({real} s passed)"
+    );
+}

@@ -10,8 +10,9 @@
 -- Far messages are all moved into the hot keys first (at most PROMOTE_MAX a call: the reply
 -- then asks to be called again, and nothing has moved yet).
 -- Returns { messages due now, 1 when far buckets are left (call again) else 0 }.
+local ZADD_CHUNK = 1000
 local now = now_ms()
-promote(now + 3153600000000) -- a hundred years: every bucket
+promote(math.huge) -- every bucket, however far (due times go up to the year 9999)
 far_flush()
 if redis.call('EXISTS', KEYS[7]) == 1 then return { 0, 1 } end
 local d = tonumber(ARGV[3])
@@ -27,6 +28,9 @@ for i = 1, #all, 2 do
   scores[#scores + 1] = s
   scores[#scores + 1] = all[i]
 end
-if #scores > 0 then redis.call('ZADD', KEYS[1], unpack(scores)) end
+-- In chunks: `unpack` of a whole large topic overflows Lua's stack.
+for from = 1, #scores, 2 * ZADD_CHUNK do
+  redis.call('ZADD', KEYS[1], unpack(scores, from, math.min(from + 2 * ZADD_CHUNK - 1, #scores)))
+end
 if due > 0 then wake(WAKE_BOSS) end
 return { due, 0 }
