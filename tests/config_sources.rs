@@ -87,6 +87,10 @@ async fn each_source_wins_over_the_ones_below_it_and_typos_are_refused() {
     let typo_vars = [
         ("DELAYQ_LISTENER_PREC_ORDERS_CONCURENCY", "4"),
         ("DELAYQ_LISTENER_PREC_REMIND_MAX_ATTEMPTS", "many"),
+        ("DELAYQ_NAMESPCE", "shop"),
+        ("DELAYQ_SHUTDOWN_GRACE_PERIOD", "5s"),
+        // Not a near miss of any option: someone else's (a Kubernetes service link).
+        ("DELAYQ_SERVICE_HOST", "10.0.0.7"),
     ];
     set_env(&typo_vars);
     let err = builder(&url, &file).spawn().await.unwrap_err().to_string();
@@ -99,6 +103,15 @@ async fn each_source_wins_over_the_ones_below_it_and_typos_are_refused() {
         err.contains("DELAYQ_LISTENER_PREC_REMIND_MAX_ATTEMPTS: listeners.prec-remind.max_attempts: expected a whole number from 1 to 1000000, found \"many\""),
         "{err}"
     );
+    assert!(
+        err.contains("DELAYQ_NAMESPCE: names no runtime option; did you mean DELAYQ_NAMESPACE?"),
+        "{err}"
+    );
+    assert!(
+        err.contains("DELAYQ_SHUTDOWN_GRACE_PERIOD: names no runtime option; did you mean DELAYQ_SHUTDOWN_GRACE?"),
+        "{err}"
+    );
+    assert!(!err.contains("DELAYQ_SERVICE_HOST"), "{err}");
     let err = builder(&url, &file)
         .set("listeners.\"prec.orders\".backof", "fixed(1s)")
         .spawn()

@@ -11,6 +11,15 @@ use delayq_core::config::{
 use super::linked::Linked;
 use super::Layer;
 
+/// delayq's variables that are not options of the runtime.
+const NOT_OPTIONS: [&str; 3] = [
+    "DELAYQ_CONFIG",
+    "DELAYQ_REDIS_CA_FILE",
+    "DELAYQ_DASHBOARD_TOKEN",
+];
+/// Prefixes of variables delayq's own test kit and examples read.
+const RESERVED_PREFIXES: [&str; 2] = ["DELAYQ_TEST_", "DELAYQ_EXAMPLE_"];
+
 /// The environment's layer: `DELAYQ_<OPTION>` for the runtime's options, and every variable
 /// under a component prefix, which must name a linked component and one of its options.
 pub(super) fn env_layer(
@@ -80,8 +89,26 @@ pub(super) fn env_layer(
                 ));
                 continue;
             }
-            // Other DELAYQ_ variables (DELAYQ_CONFIG, DELAYQ_REDIS_CA_FILE, …) are not options.
-            (None, None) => continue,
+            // Other DELAYQ_ variables: delayq's own that are not options, and names others
+            // give (Kubernetes sets DELAYQ_SERVICE_HOST for a Service named delayq) pass; a
+            // near miss of a runtime option (DELAYQ_NAMESPCE) is a typo, refused.
+            (None, None) => {
+                if NOT_OPTIONS.contains(&name.as_str())
+                    || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+                {
+                    continue;
+                }
+                let runtime_names = valid
+                    .keys()
+                    .filter(|n| !prefixes.iter().any(|k| n.starts_with(variable_prefix(*k))))
+                    .map(String::as_str);
+                if let Some(n) = nearest(&name, runtime_names.chain(NOT_OPTIONS)) {
+                    problems.push(format!(
+                        "{name}: names no runtime option; did you mean {n}?"
+                    ));
+                }
+                continue;
+            }
         };
         if targets.len() > 1 {
             let names: Vec<String> = targets.iter().map(|(s, o)| s.key(o)).collect();
