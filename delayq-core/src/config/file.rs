@@ -188,8 +188,39 @@ impl Reader<'_> {
             + 1
     }
 
+    /// A schedule's `cron` and `every` exclude each other: both in one file is a problem
+    /// (the runtime reads the file with this same check, so `config check` refuses what the
+    /// runtime would).
+    fn exclusive_options(&mut self) {
+        let mut found = Vec::new();
+        for s in self.settings.iter().filter(|s| s.option == "cron") {
+            if let Some(every) = self
+                .settings
+                .iter()
+                .find(|e| e.option == "every" && e.scope == s.scope)
+            {
+                found.push((
+                    s.line.max(every.line),
+                    format!(
+                        "{}: both cron (line {}) and every (line {}) are set; set one of them",
+                        s.scope.table_key(),
+                        s.line,
+                        every.line
+                    ),
+                ));
+            }
+        }
+        for (line, message) in found {
+            self.problem_on(line, message);
+        }
+    }
+
     fn problem(&mut self, offset: usize, message: String) {
         let line = self.line(offset);
+        self.problem_on(line, message);
+    }
+
+    fn problem_on(&mut self, line: usize, message: String) {
         let at = if self.lines {
             format!("{}:{line}", self.path.display())
         } else {
@@ -365,6 +396,7 @@ impl ConfigFile {
             Node::Table(entries) => reader.document(entries),
             Node::Value(_) => reader.problem(0, "expected a TOML document".into()),
         }
+        reader.exclusive_options();
         // toml hands a table's keys over sorted by name; report in the file's order.
         reader.problems.sort_by_key(|(line, _)| *line);
         file.settings = reader.settings;
@@ -564,5 +596,16 @@ tz = "America/New_York"
         let problems =
             ConfigFile::parse(Path::new("d.toml"), "a = 1\n[listeners.x\nb = 2\n").unwrap_err();
         assert!(problems[0].starts_with("d.toml:2: "), "{problems:?}");
+    }
+
+    /// What the runtime refuses, the file check refuses: a schedule with cron and every.
+    #[test]
+    fn a_schedule_with_both_cron_and_every_is_refused() {
+        let text = "[schedules.report]\ncron = \"0 9 * * *\"\ntz = \"UTC\"\nevery = \"5m\"\n";
+        let problems = ConfigFile::parse(Path::new("d.toml"), text).unwrap_err();
+        assert_eq!(
+            problems,
+            ["d.toml:4: schedules.report: both cron (line 2) and every (line 4) are set; set one of them"]
+        );
     }
 }
