@@ -10,23 +10,15 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 #[command(name = "delayq", version, about, propagate_version = true)]
 pub(crate) struct Cli {
     /// Redis: one URL, a comma-separated list of cluster seed nodes, or a
-    /// redis+sentinel:// URL.
-    #[arg(
-        long,
-        global = true,
-        env = "DELAYQ_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub(crate) redis_url: String,
+    /// redis+sentinel:// URL. Else DELAYQ_REDIS_URL, else redis_url in delayq.toml
+    /// (DELAYQ_CONFIG, else ./delayq.toml), else redis://127.0.0.1:6379 — as the runtime.
+    #[arg(long, global = true)]
+    pub(crate) redis_url: Option<String>,
 
-    /// The key namespace the services use.
-    #[arg(
-        long,
-        global = true,
-        env = "DELAYQ_NAMESPACE",
-        default_value = "delayq"
-    )]
-    pub(crate) namespace: String,
+    /// The key namespace the services use. Else DELAYQ_NAMESPACE, else namespace in
+    /// delayq.toml, else delayq — as the runtime.
+    #[arg(long, global = true)]
+    pub(crate) namespace: Option<String>,
 
     /// Print JSON instead of a table (errors too, as {"error": ...}).
     #[arg(long, global = true)]

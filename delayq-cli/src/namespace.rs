@@ -2,15 +2,38 @@
 //! registered topic, stream, room and schedule (an unreadable one is an error row, never a failed
 //! view), and act on dead letters.
 
+use delayq_core::config::ConfigSource;
 use delayq_core::{
-    MessageId, Producer, RoomConfig, RoomCounts, ScheduleInfo, StreamStats, TopicStats, WaitingRoom,
+    resolve_connection, Connection, MessageId, Producer, RoomConfig, RoomCounts, ScheduleInfo,
+    StreamStats, TopicStats, UrlOrigin, WaitingRoom,
 };
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
 
-pub(crate) async fn connect(url: &str, namespace: &str) -> Result<Producer, Failure> {
-    let producer = Producer::connect(url).await?.with_namespace(namespace)?;
+/// Where Redis and the namespace come from: the flags, else the variables, else
+/// `delayq.toml`, else the defaults (the runtime's order, resolved by the same function).
+pub(crate) fn resolve(
+    redis_url: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<Connection, Failure> {
+    Ok(resolve_connection(
+        redis_url.map(|u| (u, UrlOrigin::CommandLine)),
+        namespace,
+    )?)
+}
+
+/// `shop (env DELAYQ_NAMESPACE)`: the namespace and where it came from.
+pub(crate) fn namespace_label(c: &Connection) -> String {
+    let from = match &c.namespace_source {
+        ConfigSource::Builder => "--namespace".to_string(),
+        other => other.to_string(),
+    };
+    format!("{} ({from})", c.namespace)
+}
+
+pub(crate) async fn connect(connection: &Connection) -> Result<Producer, Failure> {
+    let producer = Producer::connect_resolved(connection).await?;
     // Only refuse another layout here: looking must not mark a namespace (a typo in
     // --namespace would create one); a send marks it as any producer's does.
     producer.check_layout_read_only().await?;

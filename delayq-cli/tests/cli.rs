@@ -395,3 +395,85 @@ fn cli_exit_codes_for_bad_input() {
         );
     }
 }
+
+/// Runs `delayq ARGS…` with only the given delayq variables (and `DELAYQ_CONFIG`).
+fn delayq_env(vars: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args)
+        .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_NAMESPACE")
+        .env_remove("DELAYQ_CONFIG");
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run delayq");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The CLI finds Redis and the namespace where the runtime does: flag > variable >
+/// `delayq.toml` > default, and `topics` says which namespace and from where.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reads_redis_and_the_namespace_from_the_runtimes_file() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let p = producer(&server).await.with_namespace("shop").unwrap();
+    p.send("cli.shop", &1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("delayq.toml");
+    std::fs::write(
+        &file,
+        format!("redis_url = \"{url}\"\nnamespace = \"shop\"\n"),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+
+    let run = delayq_env(&[("DELAYQ_CONFIG", config)], &["topics"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!("namespace shop ({config}:2)")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        table_row(&run.stdout, "cli.shop"),
+        ["cli.shop", "1", "0", "0"]
+    );
+    let json = delayq_env(&[("DELAYQ_CONFIG", config)], &["--json", "topics"]).json();
+    assert_eq!(json[0]["topic"], "cli.shop");
+
+    // The variable outranks the file, the flag the variable.
+    let run = delayq_env(
+        &[("DELAYQ_CONFIG", config), ("DELAYQ_NAMESPACE", "other")],
+        &["topics"],
+    );
+    assert!(
+        run.stdout
+            .contains("namespace other (env DELAYQ_NAMESPACE)"),
+        "{}",
+        run.stdout
+    );
+    let run = delayq_env(
+        &[("DELAYQ_CONFIG", config), ("DELAYQ_NAMESPACE", "other")],
+        &["--namespace", "third", "topics"],
+    );
+    assert!(
+        run.stdout.contains("namespace third (--namespace)"),
+        "{}",
+        run.stdout
+    );
+    // A file the runtime would refuse is refused here too, naming the problem.
+    std::fs::write(&file, "namespase = \"shop\"\n").unwrap();
+    let run = delayq_env(&[("DELAYQ_CONFIG", config)], &["topics"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("did you mean \"namespace\""),
+        "{}",
+        run.stderr
+    );
+}

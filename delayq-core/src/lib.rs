@@ -46,7 +46,7 @@ pub use delay::{
     Cancelled, DeadLetter, Outcomes, PendingMessage, SendOptions, SendOutcome, TopicCounts,
     TopicStats, DEFAULT_REPLICA_TIMEOUT,
 };
-pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
+pub use env::{resolve_connection, Connection, UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
 pub use layout::LAYOUT_VERSION;
@@ -70,7 +70,7 @@ pub mod protocol {
         ClaimBatch, Delivery, Envelope, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
         MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS,
     };
-    pub use crate::env::{namespace_from_env, redis_url_from_env, CA_FILE_VAR};
+    pub use crate::env::CA_FILE_VAR;
     pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
     pub use crate::schedule::{

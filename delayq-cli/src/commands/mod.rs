@@ -16,7 +16,9 @@ use outcome::{emit, known_topic, message_id, warn_unreadable, Outcome};
 use crate::args::{Cli, Command, SendArgs};
 use crate::dashboard;
 use crate::failure::Failure;
-use crate::namespace::{all_rooms, all_stats, all_streams, connect, Entry};
+use crate::namespace::{
+    all_rooms, all_stats, all_streams, connect, namespace_label, resolve, Entry,
+};
 use crate::report::{self, table};
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
@@ -24,7 +26,8 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
     if let Command::Config(action) = cli.command {
         return config::run(cli.json, action);
     }
-    let p = connect(&cli.redis_url, &cli.namespace).await?;
+    let connection = resolve(cli.redis_url.as_deref(), cli.namespace.as_deref())?;
+    let p = connect(&connection).await?;
     let json = cli.json;
     match cli.command {
         Command::Topics => {
@@ -50,7 +53,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                             Err(why) => report::error_row(&e.name, why, HEADER.len()),
                         });
                     }
-                    t.to_string()
+                    format!("namespace {}\n{t}", namespace_label(&connection))
                 },
             );
         }
