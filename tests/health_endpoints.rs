@@ -166,3 +166,60 @@ async fn ready_is_503_while_redis_is_stopped_and_200_after() {
         .unwrap();
     assert!(after, "the health endpoint still answers after shutdown");
 }
+
+static ORPHANS: AtomicUsize = AtomicUsize::new(0);
+
+#[delay_listener(topic = "health.orphans")]
+async fn orphans(_: u32) {
+    ORPHANS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Start is all or nothing: when the health port is taken, or a waiting room cannot be set
+/// up, `spawn` fails and nothing keeps consuming behind it (the old spawn started bosses
+/// first: "3 s after the failed spawn: the handler ran 5 times").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_leaves_nothing_running() {
+    let server = RedisServer::start();
+    let p = delayq_dev::producer(&server).await;
+    for i in 0..5u32 {
+        p.send("health.orphans", &i, Duration::ZERO).await.unwrap();
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let err = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["health.orphans"])
+        .health(taken.local_addr().unwrap())
+        .spawn()
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    println!("refused: {err}");
+    let err = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["health.orphans"])
+        .waiting_room("no spaces allowed", delayq_runtime::RoomConfig::default())
+        .spawn()
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    println!("refused: {err}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        ORPHANS.load(Ordering::SeqCst),
+        0,
+        "a failed spawn left consumers running"
+    );
+    // A start that succeeds handles them.
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["health.orphans"])
+        .spawn()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ORPHANS.load(Ordering::SeqCst) < 5 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ORPHANS.load(Ordering::SeqCst), 5);
+    rt.shutdown().await.unwrap();
+}

@@ -179,6 +179,24 @@ impl RuntimeBuilder {
             &config.components,
             (&topics, &streams),
         ));
+        // Everything that can still fail, before anything runs: start is all or nothing (a
+        // failed spawn must leave no boss, reader or leader loop consuming behind it).
+        let mut rooms = Vec::new();
+        for (name, config) in &self.rooms {
+            let room = WaitingRoom::new(&producer, name, *config)?;
+            room.register().await?;
+            rooms.push((room, config.tick_every()));
+        }
+        if let Err(e) = super::serve::endpoints(
+            (prometheus, render),
+            (health_addr, probe.clone()),
+            serving.clone(),
+        )
+        .await
+        {
+            serving.cancel();
+            return Err(e);
+        }
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = Vec::new();
         if !topics.is_empty() {
@@ -231,10 +249,8 @@ impl RuntimeBuilder {
                 "consuming"
             );
         }
-        for (name, config) in &self.rooms {
-            let room = WaitingRoom::new(&producer, name, *config)?;
-            room.register().await?;
-            tracing::info!(room = %name, tick = ?config.tick_every(), "ticking the waiting room");
+        for (room, tick) in rooms {
+            tracing::info!(room = %room.name(), ?tick, "ticking the waiting room");
             tasks.push(tokio::spawn(room::tick_room(room, stop.clone())));
         }
         if let Some(ticks) = tick_producer {
@@ -285,12 +301,6 @@ impl RuntimeBuilder {
                 stop.clone(),
             )));
         }
-        super::serve::endpoints(
-            (prometheus, render),
-            (health_addr, probe.clone()),
-            serving.clone(),
-        )
-        .await?;
         // Wake-ups published before the subscription is in place would be missed (bosses would
         // catch up only at their safety sleep), so return once it is.
         if !topics.is_empty() && tokio::time::timeout(SUBSCRIBE_WAIT, ready).await.is_err() {
