@@ -3,12 +3,14 @@
 //!
 //!     DELAYQ_CONFIG=examples/delayq.toml cargo run --example order_service
 //!     curl -X POST localhost:3000/orders -H 'content-type: application/json' -d '{"item":"book"}'
-//!     curl -X POST localhost:3000/orders/1/pay
-//!     curl localhost:3000/orders/1
+//!     curl -X POST localhost:3000/orders/ID/pay      # ID as the first call answered
+//!     curl localhost:3000/orders/ID
 //!     curl localhost:9090/health/ready
 //!
 //! - `POST /orders` `{"item": "…"}` → `201 {"id", "item", "state": "awaiting_payment"}`; an
-//!   order timeout is sent with it (`DELAYQ_EXAMPLE_PAY_WITHIN_MS`, default 30 minutes).
+//!   order timeout is sent with it (`DELAYQ_EXAMPLE_PAY_WITHIN_MS`, default 30 minutes). Order
+//!   ids are ULIDs, which never repeat, not a counter: after a restart, a timeout still
+//!   waiting in Redis for an old order must not find a new order under the same id.
 //! - `POST /orders/{id}/pay` → `200 {"state": "paid"}`, and the timeout is cancelled;
 //!   `409` once the order is closed, `404` for an unknown order.
 //! - `GET /orders/{id}` → the order: `awaiting_payment`, `paid` or `closed`.
@@ -28,7 +30,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use delayq_runtime::{delay_listener, MessageId, Producer, Runtime, SendOptions};
+use delayq_runtime::{delay_listener, MessageId, Producer, Runtime, SendOptions, SendOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -36,7 +38,7 @@ const TOPIC: &str = "order.timeout";
 
 #[derive(Serialize, Deserialize)]
 struct OrderTimeout {
-    order_id: u64,
+    order_id: String,
 }
 
 #[derive(Clone, Copy, PartialEq, Serialize)]
@@ -49,7 +51,7 @@ enum OrderState {
 
 #[derive(Clone, Serialize)]
 struct Order {
-    id: u64,
+    id: String,
     item: String,
     state: OrderState,
     #[serde(skip)]
@@ -57,8 +59,8 @@ struct Order {
 }
 
 /// The orders (a database in a real service), shared by the HTTP handlers and the listener.
-fn orders() -> &'static Mutex<HashMap<u64, Order>> {
-    static ORDERS: OnceLock<Mutex<HashMap<u64, Order>>> = OnceLock::new();
+fn orders() -> &'static Mutex<HashMap<String, Order>> {
+    static ORDERS: OnceLock<Mutex<HashMap<String, Order>>> = OnceLock::new();
     ORDERS.get_or_init(Mutex::default)
 }
 
@@ -69,7 +71,7 @@ async fn close_unpaid(timeout: OrderTimeout) {
     if let Some(order) = orders.get_mut(&timeout.order_id) {
         if order.state == OrderState::AwaitingPayment {
             order.state = OrderState::Closed;
-            tracing::info!(order = order.id, "not paid in time: closed");
+            tracing::info!(order = %order.id, "not paid in time: closed");
         }
     }
 }
@@ -97,43 +99,42 @@ async fn place(State(app): State<App>, Json(new): Json<NewOrder>) -> Response {
         );
     }
     let order = {
-        let mut orders = orders().lock().unwrap();
-        let id = orders.len() as u64 + 1;
+        // A ULID: unique across restarts and processes (a database would give its own key).
+        let id = MessageId::generate().to_string().to_lowercase();
         let order = Order {
-            id,
+            id: id.clone(),
             item: new.item,
             state: OrderState::AwaitingPayment,
             timeout: None,
         };
-        orders.insert(id, order.clone());
+        orders().lock().unwrap().insert(id, order.clone());
         order
     };
     let options = SendOptions::new()
         .delay(app.pay_within)
         .id(format!("order-{}", order.id));
-    match app
-        .producer
-        .send_with(TOPIC, &OrderTimeout { order_id: order.id }, options)
-        .await
-    {
-        Ok(sent) => {
+    let timeout = OrderTimeout {
+        order_id: order.id.clone(),
+    };
+    let refused = match app.producer.send_with(TOPIC, &timeout, options).await {
+        Ok(SendOutcome::Created(sent)) => {
             let mut orders = orders().lock().unwrap();
             let stored = orders.get_mut(&order.id).expect("just placed");
-            stored.timeout = Some(sent.id().clone());
-            (StatusCode::CREATED, Json(stored.clone())).into_response()
+            stored.timeout = Some(sent);
+            return (StatusCode::CREATED, Json(stored.clone())).into_response();
         }
-        Err(e) => {
-            // Without its timeout the order would stay open forever: refuse it.
-            orders().lock().unwrap().remove(&order.id);
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("order not placed: {e}"),
-            )
-        }
-    }
+        // Another order's timeout holds this id: this order would have none of its own (and
+        // that one would close it). With unique ids it cannot happen; if it does, refuse.
+        Ok(other) => format!("order not placed: its timeout id {} is taken", other.id()),
+        Err(e) => format!("order not placed: {e}"),
+    };
+    // Without its own timeout the order would stay open forever: refuse it. Its id is never
+    // given again, so nothing sent for it can reach another order.
+    orders().lock().unwrap().remove(&order.id);
+    error(StatusCode::SERVICE_UNAVAILABLE, &refused)
 }
 
-async fn pay(State(app): State<App>, Path(id): Path<u64>) -> Response {
+async fn pay(State(app): State<App>, Path(id): Path<String>) -> Response {
     let timeout = {
         let mut orders = orders().lock().unwrap();
         let Some(order) = orders.get_mut(&id) else {
@@ -152,14 +153,14 @@ async fn pay(State(app): State<App>, Path(id): Path<u64>) -> Response {
     // spares the listener a run.
     if let Some(timeout) = timeout {
         if let Err(e) = app.producer.cancel(TOPIC, &timeout).await {
-            tracing::warn!(order = id, error = %e, "paid; its timeout was not cancelled and will find it paid");
+            tracing::warn!(order = %id, error = %e, "paid; its timeout was not cancelled and will find it paid");
         }
     }
     let order = orders().lock().unwrap().get(&id).cloned();
     Json(order).into_response()
 }
 
-async fn show(Path(id): Path<u64>) -> Response {
+async fn show(Path(id): Path<String>) -> Response {
     match orders().lock().unwrap().get(&id) {
         Some(order) => Json(order.clone()).into_response(),
         None => error(StatusCode::NOT_FOUND, "no such order"),
@@ -194,7 +195,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    // The Redis that DELAYQ_REDIS_URL or delayq.toml names; without either, a local one
+    // (found or started), passed to the builder.
+    let (url, _own_server) = delayq_dev::redis_unless_configured();
     // One signal drives both: the HTTP server and the runtime watch the same channel.
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -206,8 +209,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Everything else (namespace, health and metrics addresses, the listener's options) comes
     // from delayq.toml and DELAYQ_ variables; `runtime.config()` says which from where.
-    let runtime = Runtime::builder()
-        .redis_url(&url)
+    let mut builder = Runtime::builder();
+    if let Some(url) = url {
+        builder = builder.redis_url(url);
+    }
+    let runtime = builder
         .shutdown_on(stopped(stopping.clone()))
         .spawn()
         .await?;

@@ -24,7 +24,7 @@ fn post(agent: &ureq::Agent, url: &str, body: Option<&str>) -> (u16, serde_json:
     )
 }
 
-fn state(agent: &ureq::Agent, base: &str, id: u64) -> String {
+fn state(agent: &ureq::Agent, base: &str, id: &str) -> String {
     let (code, order) = get_json(agent, &format!("{base}/orders/{id}"));
     assert_eq!(code, 200, "{order}");
     order["state"].as_str().unwrap().to_string()
@@ -35,17 +35,20 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
     let server = RedisServer::start();
     let ops = format!("127.0.0.1:{}", free_port());
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delayq.toml");
-    let mut cmd = Command::new(example_binary("order_service"));
-    cmd.env("DELAYQ_REDIS_URL", server.url())
-        .env("DELAYQ_CONFIG", &config)
-        // The environment wins over the file: the test's own port for health and metrics.
-        .env("DELAYQ_HEALTH", &ops)
-        .env("DELAYQ_PROMETHEUS", &ops)
-        .env("DELAYQ_LISTENER_ORDER_TIMEOUT_CONCURRENCY", "4")
-        .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
-        .env("DELAYQ_EXAMPLE_PAY_WITHIN_MS", "1500")
-        .env("RUST_LOG", "warn");
-    let mut app = Service::start(cmd);
+    let service = |ops: &str, pay_within_ms: &str| {
+        let mut cmd = Command::new(example_binary("order_service"));
+        cmd.env("DELAYQ_REDIS_URL", server.url())
+            .env("DELAYQ_CONFIG", &config)
+            // The environment wins over the file: the test's own port for health and metrics.
+            .env("DELAYQ_HEALTH", ops)
+            .env("DELAYQ_PROMETHEUS", ops)
+            .env("DELAYQ_LISTENER_ORDER_TIMEOUT_CONCURRENCY", "4")
+            .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
+            .env("DELAYQ_EXAMPLE_PAY_WITHIN_MS", pay_within_ms)
+            .env("RUST_LOG", "warn");
+        Service::start(cmd)
+    };
+    let mut app = service(&ops, "1500");
     let base = app.url();
     let agent = http_agent();
     assert!(
@@ -65,7 +68,7 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
     );
     assert_eq!(code, 201, "{a}");
     assert_eq!(a["state"], "awaiting_payment");
-    let a = a["id"].as_u64().unwrap();
+    let a = a["id"].as_str().unwrap().to_string();
     let (code, paid) = post(&agent, &format!("{base}/orders/{a}/pay"), None);
     assert_eq!(
         (code, paid["state"].as_str()),
@@ -79,9 +82,9 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
         Some(r#"{"item":"lamp"}"#),
     );
     assert_eq!(code, 201, "{b}");
-    let b = b["id"].as_u64().unwrap();
+    let b = b["id"].as_str().unwrap().to_string();
     let placed = Instant::now();
-    while state(&agent, &base, b) != "closed" {
+    while state(&agent, &base, &b) != "closed" {
         assert!(
             placed.elapsed() < Duration::from_secs(10),
             "order {b} was not closed"
@@ -91,7 +94,11 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
     let took = placed.elapsed();
     assert!(took >= Duration::from_millis(1400), "closed after {took:?}");
     println!("the unpaid order was closed {took:?} after it was placed (timeout 1.5 s)");
-    assert_eq!(state(&agent, &base, a), "paid", "the paid order stays paid");
+    assert_eq!(
+        state(&agent, &base, &a),
+        "paid",
+        "the paid order stays paid"
+    );
     // Too late to pay; unknown orders and bad input are refused with JSON.
     let (code, body) = post(&agent, &format!("{base}/orders/{b}/pay"), None);
     assert_eq!(code, 409, "{body}");
@@ -149,4 +156,32 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
         (1, 0, 0),
         "{counts:?}"
     );
+
+    // A second run: the third order's timeout fires there and finds no order of its id. New
+    // orders get ids never given before (the old counter gave 1, 2, 3 again, and the old
+    // timeout closed the new order 3).
+    let c = c["id"].as_str().unwrap().to_string();
+    let mut app = service(&format!("127.0.0.1:{}", free_port()), "60000");
+    let base = app.url();
+    let placed: Vec<String> = (0..3)
+        .map(|_| {
+            let (code, o) = post(&agent, &format!("{base}/orders"), Some(r#"{"item":"cup"}"#));
+            assert_eq!(code, 201, "{o}");
+            o["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for id in &placed {
+        assert!(
+            ![&a, &b, &c].contains(&id),
+            "order id {id} was given before"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    for id in &placed {
+        assert_eq!(state(&agent, &base, id), "awaiting_payment", "order {id}");
+    }
+    let status = app
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exited within the grace period");
+    assert!(status.success(), "{status:?}");
 }

@@ -18,7 +18,7 @@ fn a_sound_file_is_listed_with_its_lines() {
         run.stdout
             .lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>()
-                == ["13", "listeners.\"order.timeout\".concurrency", "32"]),
+                == ["16", "listeners.\"order.timeout\".concurrency", "32"]),
         "{}",
         run.stdout
     );
