@@ -50,14 +50,28 @@ fn start() -> std::result::Result<Server, String> {
         Ok(out) if out.status.success() => {}
         _ => return Err(missing()),
     }
-    let port = free_port().map_err(|e| format!("no free loopback port for redis-server: {e}"))?;
+    // A free port can be taken by another test binary's server between the look and the
+    // bind: then ours exits, and the one answering is not ours (its process id says so).
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port =
+            free_port().map_err(|e| format!("no free loopback port for redis-server: {e}"))?;
+        match start_on(port) {
+            Ok(server) => return Ok(server),
+            Err(why) => last = why,
+        }
+    }
+    Err(last)
+}
+
+fn start_on(port: u16) -> std::result::Result<Server, String> {
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg("redis-server --port \"$1\" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & r=$!; cat >/dev/null; kill $r")
+        .arg("redis-server --port \"$1\" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & r=$!; echo $r; cat >/dev/null; kill $r")
         .arg("sh")
         .arg(port.to_string())
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start redis-server through sh: {e}"))?;
     let mut stdin = child
@@ -66,14 +80,31 @@ fn start() -> std::result::Result<Server, String> {
         .ok_or("no pipe to the redis-server keeper")?;
     // Nothing is ever written; a failed write only means the keeper is gone already.
     let _ = stdin.flush();
+    let mut pid = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut pid);
+    }
+    let pid = pid.trim().to_string();
     let url = format!("redis://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let ping = redis::Client::open(url.as_str())
+        let info = redis::Client::open(url.as_str())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-        if ping.is_ok() {
-            break;
+            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+        if let Ok(info) = info {
+            let answering = info
+                .lines()
+                .find_map(|l| l.strip_prefix("process_id:"))
+                .map(str::trim);
+            if answering == Some(pid.as_str()) {
+                break;
+            }
+            // Another server holds the port: ours could not bind. Stop it and try another.
+            drop(stdin);
+            let _ = child.wait();
+            return Err(format!(
+                "port {port} was taken by another redis-server (pid {answering:?}, ours {pid})"
+            ));
         }
         if Instant::now() > deadline {
             return Err(format!(
@@ -86,4 +117,43 @@ fn start() -> std::result::Result<Server, String> {
         url,
         _keeper: Mutex::new((child, stdin)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port another redis-server took between the look and the bind: ours exits, the one
+    /// answering is not ours, and the kit does not take it for its own (the old PING loop did:
+    /// two test binaries shared one server).
+    #[test]
+    fn a_port_another_server_took_is_not_taken_for_ours() {
+        let port = free_port().unwrap();
+        let mut other = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        let url = format!("redis://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the other server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let taken = start_on(port).map(|s| s.url);
+        let _ = other.kill();
+        let _ = other.wait();
+        let why = taken.expect_err("took another binary's server for its own");
+        assert!(why.contains("taken by another redis-server"), "{why}");
+    }
 }
