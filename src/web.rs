@@ -46,6 +46,11 @@ impl Service {
         None
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The first `http://…` word of its first line, without a trailing slash.
     pub fn url(&self) -> String {
         self.first_line

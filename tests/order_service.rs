@@ -185,3 +185,95 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
         .expect("exited within the grace period");
     assert!(status.success(), "{status:?}");
 }
+
+/// This process may hold more descriptors than the service it floods.
+fn raise_own_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain calls with a valid pointer to a local.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max.min(16_384);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+}
+
+/// 2,000 idle connections on the health port of a service limited to 512 file descriptors:
+/// `/health/live` still answers at once, and the service's own HTTP and its listener go on
+/// (the old endpoint held every connection: both timed out, a liveness failure).
+#[test]
+fn a_flood_of_idle_connections_on_the_health_port_stops_nothing() {
+    raise_own_file_limit();
+    let server = RedisServer::start();
+    let ops = format!("127.0.0.1:{}", free_port());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delayq.toml");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -n 512 && exec \"$0\"")
+        .arg(example_binary("order_service"))
+        .env("DELAYQ_REDIS_URL", server.url())
+        .env("DELAYQ_CONFIG", &config)
+        .env("DELAYQ_HEALTH", &ops)
+        .env("DELAYQ_PROMETHEUS", &ops)
+        .env("DELAYQ_EXAMPLE_LISTEN", "127.0.0.1:0")
+        .env("DELAYQ_EXAMPLE_PAY_WITHIN_MS", "1000")
+        .env("RUST_LOG", "error");
+    let mut app = Service::start(cmd);
+    let base = app.url();
+    let addr: std::net::SocketAddr = ops.parse().unwrap();
+    let flood: Vec<std::net::TcpStream> = (0..2_000)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).ok())
+        .collect();
+    println!("{} idle connections open", flood.len());
+    // Until the service has taken in what it will (the old endpoint: until its descriptors ran out).
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", app.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let mut held = fds();
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = fds();
+        if now == held {
+            break;
+        }
+        held = now;
+    }
+    println!("the service holds {held} descriptors");
+    assert!(
+        flood.len() > 1_100,
+        "the flood did not connect: {}",
+        flood.len()
+    );
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(3)))
+        .build()
+        .new_agent();
+    let asked = Instant::now();
+    let (code, live) = get_json(&agent, &format!("http://{ops}/health/live"));
+    let took = asked.elapsed();
+    println!("/health/live answered {code} in {took:?} under the flood");
+    assert_eq!(code, 200, "{live}");
+    assert!(took < Duration::from_secs(1), "live took {took:?}");
+    // The service's own HTTP and its listener: an order placed now is closed after 1 s.
+    let (code, order) = post(&agent, &format!("{base}/orders"), Some(r#"{"item":"mug"}"#));
+    assert_eq!(code, 201, "{order}");
+    let id = order["id"].as_str().unwrap().to_string();
+    let placed = Instant::now();
+    while state(&agent, &base, &id) != "closed" {
+        assert!(placed.elapsed() < Duration::from_secs(10), "not closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        get_json(&agent, &format!("http://{ops}/health/ready")).0,
+        200
+    );
+    drop(flood);
+    let status = app
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exited within the grace period");
+    assert!(status.success(), "{status:?}");
+}

@@ -1,5 +1,6 @@
 //! The runtime's HTTP endpoint: `/metrics` (Prometheus) and `/health/live`, `/health/ready`,
-//! on one listener when both are on. GET only, no cross-site headers, header reads time out.
+//! on one listener when both are on. GET only, no cross-site headers, header reads time out,
+//! request heads are bounded, and at most `MAX_CONNECTIONS` are held (the oldest goes).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,7 +18,41 @@ use tokio_util::sync::CancellationToken;
 use super::probe::Probe;
 
 /// A client that has not sent its request headers within this is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections held open at most; a new one past it closes the oldest. A flood of idle
+/// connections then costs a bounded number of file descriptors (the process's own HTTP
+/// server shares the limit), and a probe that comes in is served at once rather than queued
+/// behind the flood.
+const MAX_CONNECTIONS: usize = 128;
+/// The largest request head read (a probe's or a scrape's is a few hundred bytes).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// The connections held open, oldest first, each with what closes it.
+#[derive(Default)]
+struct Held {
+    next: u64,
+    open: std::collections::VecDeque<(u64, CancellationToken)>,
+}
+
+impl Held {
+    /// Takes a slot for a new connection, closing the oldest when all are taken.
+    fn admit(&mut self, stop: &CancellationToken) -> (u64, CancellationToken) {
+        if self.open.len() >= MAX_CONNECTIONS {
+            if let Some((_, oldest)) = self.open.pop_front() {
+                oldest.cancel();
+            }
+        }
+        let id = self.next;
+        self.next += 1;
+        let close = stop.child_token();
+        self.open.push_back((id, close.clone()));
+        (id, close)
+    }
+
+    fn release(&mut self, id: u64) {
+        self.open.retain(|(held, _)| *held != id);
+    }
+}
 
 /// Renders the metrics text.
 pub(super) type Render = Arc<dyn Fn() -> String + Send + Sync>;
@@ -85,6 +120,7 @@ async fn bind(
 }
 
 async fn serve(listener: TcpListener, routes: Routes, stop: CancellationToken) {
+    let held = Arc::new(std::sync::Mutex::new(Held::default()));
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -96,7 +132,9 @@ async fn serve(listener: TcpListener, routes: Routes, stop: CancellationToken) {
             continue;
         };
         let routes = routes.clone();
+        let (id, close) = held.lock().unwrap_or_else(|p| p.into_inner()).admit(&stop);
         let stop = stop.clone();
+        let held = held.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let routes = routes.clone();
@@ -105,15 +143,21 @@ async fn serve(listener: TcpListener, routes: Routes, stop: CancellationToken) {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
+                biased;
                 _ = conn.as_mut() => {}
+                // Shutdown: let a request in flight finish.
                 _ = stop.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
                 }
+                // Pushed out by newer connections: dropped.
+                _ = close.cancelled() => {}
             }
+            held.lock().unwrap_or_else(|p| p.into_inner()).release(id);
         });
     }
 }
