@@ -267,3 +267,71 @@ async fn a_retried_tick_keeps_its_nominal_time() {
         second.1 as i64 - first.1 as i64
     );
 }
+
+#[scheduled(name = "fence.misfire", every = "1h", misfire_after = "90s")]
+async fn misfire(_tick: Tick) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misfire_after_comes_from_the_attribute_and_the_configuration() {
+    let server = RedisServer::start();
+    let threshold = |rt: &delayq_runtime::RuntimeHandle| {
+        let p = rt.producer();
+        async move {
+            p.schedule("fence.misfire")
+                .await
+                .unwrap()
+                .unwrap()
+                .misfire_after
+        }
+    };
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .schedules(["fence.misfire"])
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(threshold(&rt).await, Duration::from_secs(90));
+    rt.shutdown().await.unwrap();
+    // A changed threshold keeps the next tick (it does not move the ticks).
+    let before = producer(&server)
+        .await
+        .schedule("fence.misfire")
+        .await
+        .unwrap()
+        .unwrap()
+        .next_at;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .schedules(["fence.misfire"])
+        .set("schedules.\"fence.misfire\".misfire_after", "5m")
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(threshold(&rt).await, Duration::from_secs(300));
+    let info = rt
+        .producer()
+        .schedule("fence.misfire")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.next_at, before);
+    rt.shutdown().await.unwrap();
+    let err = Runtime::builder()
+        .redis_url(server.url())
+        .schedules(["fence.misfire"])
+        .set("schedules.\"fence.misfire\".misfire_after", "10ms")
+        .spawn()
+        .await
+        .err()
+        .expect("a 10 ms threshold is refused")
+        .to_string();
+    assert!(err.contains("misfire_after"), "{err}");
+    // The default, for a dynamic schedule.
+    let p = producer(&server).await;
+    let every = Schedule::every(Duration::from_secs(1)).unwrap();
+    let info = p
+        .upsert_schedule("dyn", every, "fence.dyn", &"x")
+        .await
+        .unwrap();
+    assert_eq!(info.misfire_after, delayq_core::DEFAULT_MISFIRE_AFTER);
+}
