@@ -402,6 +402,19 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_missed_tick_bounds_the_clock_check() {
+        let s = state(Calendar::Every(100), CatchUp::None, 1_000);
+        // Nothing missed: no lower bound.
+        assert_eq!(s.latest_missed(1_000), 0);
+        assert_eq!(s.latest_missed(1_050), 1_000);
+        // Looked for only within the slack before the cutoff.
+        assert_eq!(s.latest_missed(5_000), 4_900);
+        let sparse = state(Calendar::Every(10_000), CatchUp::None, 10_000);
+        assert_eq!(sparse.latest_missed(50_000), 50_000 - CLOCK_SLACK_MS - 1);
+        assert_eq!(sparse.latest_missed(50_001), 50_000);
+    }
+
+    #[test]
     fn catch_up_all_is_capped() {
         let s = state(Calendar::Every(10), CatchUp::All, 10);
         let (ticks, _, skipped) = s.plan(100_000, 100_000);
