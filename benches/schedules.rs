@@ -8,7 +8,12 @@
 //!   producer's polls), from `INFO commandstats`.
 //! - idle: 100 dynamic schedules whose next tick is a year away, on a topic the runtime
 //!   listens on; Redis commands a second over 30 s after start-up.
+//! - processes: a `#[scheduled(every = "100ms")]` fn run by 1, 4 and 8 runtimes (spawned in
+//!   this process, on one server and namespace, each with its own connections) over 200
+//!   ticks; Redis commands per tick, all of them, by command (`INFO commandstats`), and how
+//!   many ticks ran twice (none may).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +29,20 @@ async fn tick(tick: Tick) {
         Err(e) => -(e.duration().as_micros() as i64),
     };
     LATE_US.lock().unwrap().push(late);
+}
+
+static PROC_TICKS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static PROC_RUNS: AtomicU64 = AtomicU64::new(0);
+
+#[scheduled(name = "bench.procs", every = "100ms")]
+async fn procs_tick(tick: Tick) {
+    let at = tick
+        .scheduled_at()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    PROC_TICKS.lock().unwrap().push(at);
+    PROC_RUNS.fetch_add(1, Ordering::SeqCst);
 }
 
 #[delay_listener(topic = "bench.idle")]
@@ -114,6 +133,53 @@ async fn idle_schedules() {
     );
 }
 
+/// Commands per tick of `bench.procs` run by `n` runtimes.
+async fn processes(n: usize) {
+    let server = RedisServer::start();
+    let mut runtimes = Vec::new();
+    for _ in 0..n {
+        runtimes.push(
+            Runtime::builder()
+                .redis_url(server.url())
+                .schedules(["bench.procs"])
+                .spawn()
+                .await
+                .unwrap(),
+        );
+    }
+    let runs = || PROC_RUNS.load(Ordering::SeqCst);
+    let start = runs();
+    while runs() < start + 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.reset_stats();
+    PROC_TICKS.lock().unwrap().clear();
+    let from = runs();
+    while runs() < from + 200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (total, mut by) = commands(&server);
+    let ticks = runs() - from;
+    for rt in runtimes {
+        rt.shutdown().await.unwrap();
+    }
+    let mut times = PROC_TICKS.lock().unwrap().clone();
+    let ran = times.len();
+    times.sort_unstable();
+    times.dedup();
+    by.sort_by_key(|(_, calls)| std::cmp::Reverse(*calls));
+    let by: Vec<String> = by
+        .iter()
+        .map(|(name, calls)| format!("{name} {:.1}", *calls as f64 / ticks as f64))
+        .collect();
+    println!(
+        "{n} runtime(s): {:.1} Redis commands per tick over {ticks} ticks ({} ran twice); per tick: {}",
+        total as f64 / ticks as f64,
+        ran - times.len(),
+        by.join(", ")
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args()
@@ -126,5 +192,10 @@ async fn main() {
     }
     if all || args.iter().any(|a| a == "idle") {
         idle_schedules().await;
+    }
+    if all || args.iter().any(|a| a == "processes") {
+        for n in [1, 4, 8] {
+            processes(n).await;
+        }
     }
 }

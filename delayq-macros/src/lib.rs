@@ -239,6 +239,7 @@ pub fn leader_task(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `cron` or `every` (one of them) | — | a cron pattern (5 fields, or 6 with seconds first; `MON`–`SUN`, `JAN`–`DEC`, `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`), or an interval (`"100ms"`, `"5m"`; at least 10 ms; the first tick one interval after the schedule is first created) |
 /// | `tz` | `"UTC"` | the IANA time zone of a cron pattern. A local time that does not exist (spring forward) runs once at the first instant after the gap; one that occurs twice (fall back) runs once, at its first occurrence |
 /// | `catch_up` | `"last"` | ticks missed while no process ran: `"last"` runs the latest once, `"none"` skips them, `"all"` runs each (at most 100, oldest first) |
+/// | `misfire_after` | `"60s"` | how late (by Redis' clock) a tick may be produced and still run as on time; a later one is missed and `catch_up` decides (Quartz's misfire threshold; at least 100 ms) |
 /// | `concurrency` | `1` | ticks of this schedule that may run at once |
 /// | `max_attempts`, `ack_timeout`, `backoff` | as `#[delay_listener]` | retries of a failed tick |
 ///

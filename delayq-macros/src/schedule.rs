@@ -20,6 +20,7 @@ pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
     string("every"),
     string("tz"),
     string("catch_up"),
+    string("misfire_after"),
     int("concurrency"),
     int("max_attempts"),
     string("ack_timeout"),
@@ -30,6 +31,10 @@ pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
 const DEFAULT_SCHEDULE_CONCURRENCY: u32 = 1;
 /// The shortest interval (the runtime's `MIN_EVERY`).
 const MIN_EVERY_MS: u64 = 10;
+/// The misfire threshold unless given (the runtime's `DEFAULT_MISFIRE_AFTER`), and the
+/// shortest one.
+const DEFAULT_MISFIRE_AFTER_MS: u64 = 60_000;
+const MIN_MISFIRE_AFTER_MS: u64 = 100;
 
 const FIELDS_5: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
 const FIELDS_6: [&str; 6] = [
@@ -48,6 +53,7 @@ pub(crate) struct Scheduled {
     every_ms: u64,
     tz: String,
     catch_up: String,
+    misfire_after_ms: u64,
     max_attempts: u32,
     ack_timeout_ms: u64,
     tick_type: syn::Type,
@@ -175,6 +181,19 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
             }
         },
     };
+    let misfire_after_ms = match args.str("misfire_after") {
+        None => DEFAULT_MISFIRE_AFTER_MS,
+        Some(lit) => {
+            let ms = duration(lit, "misfire_after")?;
+            if ms < MIN_MISFIRE_AFTER_MS {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("`misfire_after` must be at least {MIN_MISFIRE_AFTER_MS}ms (the default is 60s)"),
+                ));
+            }
+            ms
+        }
+    };
     let handling = handling(
         &args,
         function,
@@ -193,6 +212,7 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
         every_ms,
         tz,
         catch_up,
+        misfire_after_ms,
         max_attempts,
         ack_timeout_ms,
         tick_type,
@@ -220,6 +240,7 @@ pub(crate) fn registration(
         every_ms,
         tz,
         catch_up,
+        misfire_after_ms,
         ..
     } = s;
     let cron = match &s.cron {
@@ -239,6 +260,7 @@ pub(crate) fn registration(
                 every_ms: #every_ms,
                 tz: #tz,
                 catch_up: #catch_up,
+                misfire_after_ms: #misfire_after_ms,
                 given: #given,
                 listener: ::delayq_runtime::__private::ListenerRegistration {
                     topic: #name,

@@ -93,7 +93,7 @@ pub use delayq_core::{
     MessageId, Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts,
     RoomStatus, Schedule, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats,
     TickOutcome, TickReport, TopicCounts, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX,
-    LAYOUT_VERSION,
+    DEFAULT_MISFIRE_AFTER, LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.

@@ -77,7 +77,13 @@ fn record_tick(tick: &Tick) -> Result<(), String> {
     )
 }
 
-#[scheduled(name = "proc.tick.last", every = "1s", ack_timeout = "2s")]
+// A tick more than a second late is missed (the tests' outages are seconds long).
+#[scheduled(
+    name = "proc.tick.last",
+    every = "1s",
+    ack_timeout = "2s",
+    misfire_after = "1s"
+)]
 async fn tick_last(tick: Tick) -> Result<(), String> {
     record_tick(&tick)
 }
@@ -86,7 +92,8 @@ async fn tick_last(tick: Tick) -> Result<(), String> {
     name = "proc.tick.none",
     every = "1s",
     ack_timeout = "2s",
-    catch_up = "none"
+    catch_up = "none",
+    misfire_after = "1s"
 )]
 async fn tick_none(tick: Tick) -> Result<(), String> {
     record_tick(&tick)
@@ -96,7 +103,8 @@ async fn tick_none(tick: Tick) -> Result<(), String> {
     name = "proc.tick.all",
     every = "1s",
     ack_timeout = "2s",
-    catch_up = "all"
+    catch_up = "all",
+    misfire_after = "1s"
 )]
 async fn tick_all(tick: Tick) -> Result<(), String> {
     record_tick(&tick)

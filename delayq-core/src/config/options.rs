@@ -190,6 +190,7 @@ const SCHEDULE: &[(&str, ValueKind)] = &[
     ("every", ValueKind::Duration { min_ms: 10 }),
     ("tz", ValueKind::Tz),
     ("catch_up", ValueKind::CatchUp),
+    ("misfire_after", ValueKind::Duration { min_ms: 100 }),
     ("concurrency", CONCURRENCY),
     ("max_attempts", ATTEMPTS),
     ("ack_timeout", LEASE),

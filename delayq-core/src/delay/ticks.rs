@@ -11,11 +11,22 @@ use crate::error::{Error, Result};
 use crate::id::MessageId;
 
 /// What a fenced tick call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TickCall {
-    /// The record's `next` was not the one given: another process produced these ticks, or
-    /// the schedule changed or is gone.
-    Stale,
+    /// The record's `next` or `gen` was not the one given: another process produced these
+    /// ticks, or the schedule changed or is gone. The record's current ones (`next` is `None`
+    /// when it is gone).
+    Stale {
+        /// The record's `next` as stored.
+        next: Option<String>,
+        /// The record's `gen` as stored (`0` when it has none).
+        gen: String,
+        /// The record's `last` as stored, if any.
+        last: Option<String>,
+    },
+    /// The caller's clock is ahead of Redis', or the ticks' lateness looks different at Redis'
+    /// time: nothing was written; plan again at Redis' `now` (unix ms).
+    Clock(u64),
     /// The ticks were written (this many new; one already there is left as it is).
     Produced(usize),
 }
@@ -43,12 +54,27 @@ pub async fn send_ticks(conn: &RedisConn, keys: &TopicKeys, ticks: &Ticks<'_>) -
         far = far.due(keys, *at).id(keys, id);
     }
     let reply: redis::Value = declaring(conn, keys, far, |far| tick_call(keys, far, ticks)).await?;
-    match reply {
-        redis::Value::Int(n) => Ok(TickCall::Produced(usize::try_from(n).unwrap_or(0))),
-        other => match redis::from_redis_value::<String>(other.clone()) {
-            Ok(s) if s == "stale" => Ok(TickCall::Stale),
-            _ => Err(Error::unexpected("tick", &other)),
+    if let redis::Value::Int(n) = reply {
+        return Ok(TickCall::Produced(usize::try_from(n).unwrap_or(0)));
+    }
+    let parts: Vec<redis::Value> = redis::from_redis_value(reply.clone()).unwrap_or_default();
+    let text = |i: usize| {
+        parts
+            .get(i)
+            .and_then(|v| redis::from_redis_value::<Option<String>>(v.clone()).ok())
+            .flatten()
+    };
+    match text(0).as_deref() {
+        Some("stale") => Ok(TickCall::Stale {
+            next: text(1),
+            gen: text(2).unwrap_or_else(|| "0".into()),
+            last: text(3),
+        }),
+        Some("clock") => match text(1).and_then(|n| n.parse().ok()) {
+            Some(now) => Ok(TickCall::Clock(now)),
+            None => Err(Error::unexpected("tick", &reply)),
         },
+        _ => Err(Error::unexpected("tick", &reply)),
     }
 }
 
@@ -66,12 +92,13 @@ pub async fn state_of(conn: &RedisConn, keys: &TopicKeys, id: &MessageId) -> Res
     })
 }
 
-/// The ticks of one schedule call (`tick.lua`): fenced by `record`'s `next`.
+/// The ticks of one schedule call (`tick.lua`): fenced by `record`'s `next` and `gen`.
 pub(crate) struct Ticks<'a> {
     /// The schedule's record (in the topic's slot): the last key.
     pub record: &'a str,
-    /// Its `next` as read, and the `next` after these ticks.
+    /// Its `next` and `gen` as read, and the `next` after these ticks.
     pub expected_next: &'a str,
+    pub expected_gen: &'a str,
     pub new_next: u64,
     /// Ticks skipped since the last one produced.
     pub missed: u64,
@@ -79,20 +106,30 @@ pub(crate) struct Ticks<'a> {
     pub max_attempts: u32,
     /// `(id, unix ms)` of each tick.
     pub ticks: &'a [(MessageId, u64)],
-    /// Ticks written ahead earlier that the catch-up policy skips if they still wait
-    /// unclaimed, due before `stale_before` (unix ms).
+    /// The caller's now (its estimate of Redis' clock, unix ms).
+    pub now_ms: u64,
+    /// A tick due more than this (ms) before Redis' now is missed.
+    pub misfire_after_ms: u64,
+    /// The caller classified the ticks for a cutoff in `(lo, hi]` (unix ms).
+    pub lo: u64,
+    pub hi: u64,
+    /// Ticks written ahead earlier that the catch-up policy skips if they still wait, never
+    /// claimed, due before Redis' cutoff.
     pub stale: &'a [MessageId],
-    pub stale_before: u64,
 }
 
 fn tick_call(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
     let mut inv = on_topic(&SCRIPTS.tick, k, far);
     inv.key(t.record)
         .arg(t.expected_next)
+        .arg(t.expected_gen)
         .arg(t.new_next)
         .arg(t.missed)
         .arg(t.max_attempts)
-        .arg(t.stale_before)
+        .arg(t.now_ms)
+        .arg(t.misfire_after_ms)
+        .arg(t.lo)
+        .arg(t.hi)
         .arg(t.stale.len());
     for id in t.stale {
         inv.arg(id.as_str());

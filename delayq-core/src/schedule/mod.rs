@@ -26,9 +26,9 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
-pub use produce::{Produced, ScheduleState, MISSED_AFTER_MS};
-pub use records::tick_id;
-pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
+pub use produce::{Produced, ScheduleState};
+pub use records::{tick_id, tick_time};
+pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
 pub use store::{ScheduleInfo, TickOutcome};
 
 /// Notified when this process upserts or removes a schedule, so that its runtime's producer

@@ -1,6 +1,8 @@
 //! Producing a schedule's ticks: the runtime calls [`Producer::produce_ticks`] a little before
 //! each tick is due. Every process that runs the schedule may call it for the same tick; the
-//! call is fenced on the record's `next`, so exactly one writes it.
+//! call is fenced on the record's `next` and `gen`, so exactly one writes it, and the others
+//! learn the record's new `next` from the fence's reply. Whether a tick is late (missed) is
+//! decided by Redis' clock, in the script: a caller whose clock is off plans again at Redis'.
 
 use super::calendar::Calendar;
 use super::records::{record_key, tick_id, Fields};
@@ -10,9 +12,11 @@ use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::producer::Producer;
 
-/// A tick more than this late when it is produced counts as missed (the catch-up policy
-/// decides whether it runs).
-pub const MISSED_AFTER_MS: u64 = 1_000;
+/// How far the caller's clock may be ahead of Redis' (the script refuses more); the window
+/// in which the caller checks its classification of missed ticks reaches this far back.
+const CLOCK_SLACK_MS: u64 = 1_000;
+/// Calls a `produce_ticks` makes at most when Redis answers that the caller's clock is off.
+const CLOCK_TRIES: usize = 3;
 /// Ticks one call writes at most (beyond that, the next call goes on).
 const TICKS_PER_CALL: usize = 1_000;
 
@@ -26,8 +30,12 @@ pub struct ScheduleState {
     record: String,
     calendar: Calendar,
     catch_up: CatchUp,
-    /// The record's `next` as read: the fence of the next call.
+    /// The record's `next` as read: the fence of the next call, with `gen`.
     next_raw: String,
+    /// The record's `gen` as read (`0` when it has none): every changing upsert raises it.
+    gen: String,
+    /// A tick more than this late (ms, Redis' clock) is missed.
+    misfire_after: u64,
     /// The next tick not produced yet (unix ms).
     pub next: u64,
     anchor: u64,
@@ -42,8 +50,11 @@ pub struct ScheduleState {
 pub enum Produced {
     /// The next tick is further ahead than the lead.
     NotYet,
-    /// Another process produced these ticks first, or the schedule changed: read it again.
+    /// Another process produced these ticks first, or the schedule changed: nothing to do,
+    /// the state is refreshed from the record (its next tick, or the changed spec).
     Stale,
+    /// The schedule is gone.
+    Gone,
     /// Ticks written (`ticks`: their times), and ticks skipped by the catch-up policy.
     Ticks {
         /// The times (unix ms) of the ticks written, oldest first.
@@ -56,7 +67,13 @@ pub enum Produced {
 impl ScheduleState {
     fn from_fields(name: &str, keys: TopicKeys, fields: &Fields) -> Result<Self> {
         let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
-        let schedule = Schedule::from_stored(get("kind"), get("spec"), get("tz"), get("catch_up"))?;
+        let schedule = Schedule::from_stored(
+            get("kind"),
+            get("spec"),
+            get("tz"),
+            get("catch_up"),
+            get("misfire_after"),
+        )?;
         let ms = |f: &str| {
             get(f).parse::<u64>().map_err(|_| {
                 Error::unexpected(
@@ -72,6 +89,8 @@ impl ScheduleState {
             calendar: schedule.calendar()?,
             catch_up: schedule.catch_up_policy(),
             next_raw: get("next").to_string(),
+            gen: fields.get("gen").cloned().unwrap_or_else(|| "0".into()),
+            misfire_after: schedule.misfire_after_ms,
             next: ms("next")?,
             anchor: ms("anchor")?,
             last: get("last").parse().ok(),
@@ -82,7 +101,7 @@ impl ScheduleState {
     /// The ticks up to `last` that one call may have written ahead of their time (those within
     /// a lead and a second before it), oldest first.
     fn written_ahead(&self, last: u64, lead_ms: u64) -> Vec<u64> {
-        let from = last.saturating_sub(lead_ms + MISSED_AFTER_MS);
+        let from = last.saturating_sub(lead_ms + 1_000);
         let mut out = Vec::new();
         let mut t = self
             .calendar
@@ -92,6 +111,23 @@ impl ScheduleState {
             t = self.calendar.next_after(at, self.anchor);
         }
         out
+    }
+
+    /// A time at or after the latest tick before `cutoff` (a missed one), such that no tick
+    /// falls between it and `cutoff`; 0 when none is missed. Looked for only within the
+    /// clock's slack before `cutoff` (the script refuses a caller further ahead).
+    fn latest_missed(&self, cutoff: u64) -> u64 {
+        if self.next >= cutoff {
+            return 0;
+        }
+        let from = self.next.max(cutoff.saturating_sub(CLOCK_SLACK_MS + 1));
+        let mut lo = from;
+        let mut t = self.calendar.next_after(from, self.anchor);
+        while let Some(at) = t.filter(|at| *at < cutoff) {
+            lo = at;
+            t = self.calendar.next_after(at, self.anchor);
+        }
+        lo
     }
 
     /// The ticks from `next` up to `horizon`, with the new `next` after them and how many were
@@ -168,9 +204,12 @@ impl Producer {
         }
     }
 
-    /// Writes the ticks of `state` due up to `now_ms + lead_ms` (Redis' clock), applying the
-    /// catch-up policy to those more than [`MISSED_AFTER_MS`] late, fenced on the record; on
-    /// success `state` moves on to the next tick.
+    /// Writes the ticks of `state` due up to `now_ms + lead_ms` (`now_ms`: the caller's
+    /// estimate of Redis' clock), applying the catch-up policy to those more than the
+    /// schedule's `misfire_after` late by Redis' clock (when the caller's clock is off, Redis
+    /// says so and the call plans again at Redis' time), fenced on the record; on success
+    /// `state` moves on to the next tick. When another process was first, or the schedule
+    /// changed, `state` is refreshed from the record ([`Produced::Stale`]).
     ///
     /// # Errors
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
@@ -180,19 +219,49 @@ impl Producer {
         now_ms: u64,
         lead_ms: u64,
     ) -> Result<Produced> {
-        let horizon = now_ms + lead_ms;
-        if state.next > horizon {
-            return Ok(Produced::NotYet);
+        let mut now = now_ms;
+        for _ in 0..CLOCK_TRIES {
+            if state.next > now + lead_ms {
+                return Ok(Produced::NotYet);
+            }
+            match self.produce_at(state, now, lead_ms).await? {
+                Ok(produced) => return Ok(produced),
+                Err(redis_now) => now = redis_now,
+            }
         }
-        let missed_before = now_ms.saturating_sub(MISSED_AFTER_MS);
-        let (ticks, new_next, skipped) = state.plan(horizon, missed_before);
+        Err(Error::unexpected(
+            "tick",
+            &format!(
+                "{}: Redis' clock still disagrees after {CLOCK_TRIES} calls",
+                state.name
+            ),
+        ))
+    }
+
+    /// One call of `tick.lua` at `now`: `Err(Redis' now)` when the script found the caller's
+    /// clock off (nothing written).
+    async fn produce_at(
+        &self,
+        state: &mut ScheduleState,
+        now: u64,
+        lead_ms: u64,
+    ) -> Result<std::result::Result<Produced, u64>> {
+        let cutoff = now.saturating_sub(state.misfire_after);
+        let (ticks, new_next, skipped) = state.plan(now + lead_ms, cutoff);
+        // The classification holds for any cutoff in (lo, hi]: the script checks Redis' own.
+        let hi = ticks
+            .iter()
+            .copied()
+            .find(|t| *t >= cutoff)
+            .unwrap_or(new_next);
+        let lo = state.latest_missed(cutoff);
         let ids: Vec<(MessageId, u64)> = ticks
             .iter()
             .map(|t| (tick_id(&state.name, *t), *t))
             .collect();
         // Fallen behind (no process ran): the ticks written ahead before that, which may still
         // wait unclaimed, are missed too unless the policy runs every missed tick.
-        let behind = state.next < missed_before;
+        let behind = state.next < cutoff;
         let stale: Vec<MessageId> = match (behind, state.catch_up, state.last) {
             (true, CatchUp::Last | CatchUp::None, Some(last)) => state
                 .written_ahead(last, lead_ms)
@@ -204,24 +273,56 @@ impl Producer {
         let call = Ticks {
             record: &state.record,
             expected_next: &state.next_raw,
+            expected_gen: &state.gen,
             new_next,
             missed: skipped,
             max_attempts: 0,
             ticks: &ids,
+            now_ms: now,
+            misfire_after_ms: state.misfire_after,
+            lo,
+            hi,
             stale: &stale,
-            stale_before: missed_before,
         };
-        match send_ticks(&self.conn, &state.keys, &call).await? {
-            TickCall::Stale => Ok(Produced::Stale),
-            TickCall::Produced(_) => {
-                state.next = new_next;
-                state.next_raw = new_next.to_string();
-                if let Some(t) = ticks.last() {
-                    state.last = Some(*t);
+        Ok(Ok(
+            match send_ticks(&self.conn, &state.keys, &call).await? {
+                TickCall::Clock(redis_now) => return Ok(Err(redis_now)),
+                TickCall::Stale { next: None, .. } => Produced::Gone,
+                TickCall::Stale {
+                    next: Some(next),
+                    gen,
+                    last,
+                } => {
+                    if gen == state.gen {
+                        // Another process produced: its `next` is ours now.
+                        state.next = next.parse().map_err(|_| {
+                            Error::unexpected(
+                                "a schedule record's time",
+                                &format!("{}: next={next:?}", state.name),
+                            )
+                        })?;
+                        state.next_raw = next;
+                        state.last = last.and_then(|l| l.parse().ok()).or(state.last);
+                    } else {
+                        // The spec changed: read it.
+                        let topic = state.keys.topic.clone();
+                        match self.schedule_state_at(&state.name, &topic).await? {
+                            Some(fresh) => *state = fresh,
+                            None => return Ok(Ok(Produced::Gone)),
+                        }
+                    }
+                    Produced::Stale
                 }
-                Ok(Produced::Ticks { ticks, skipped })
-            }
-        }
+                TickCall::Produced(_) => {
+                    state.next = new_next;
+                    state.next_raw = new_next.to_string();
+                    if let Some(t) = ticks.last() {
+                        state.last = Some(*t);
+                    }
+                    Produced::Ticks { ticks, skipped }
+                }
+            },
+        ))
     }
 
     /// Upserts the schedule of a `#[scheduled]` fn: its ticks go to the topic of its own name.
@@ -244,6 +345,8 @@ mod tests {
             calendar,
             catch_up,
             next_raw: next.to_string(),
+            gen: "0".into(),
+            misfire_after: 1_000,
             next,
             anchor: next,
             last: None,
@@ -318,6 +421,19 @@ mod tests {
             (ticks, skipped),
             (vec![1_792_886_400_000, 1_792_893_600_000], 2)
         );
+    }
+
+    #[test]
+    fn the_latest_missed_tick_bounds_the_clock_check() {
+        let s = state(Calendar::Every(100), CatchUp::None, 1_000);
+        // Nothing missed: no lower bound.
+        assert_eq!(s.latest_missed(1_000), 0);
+        assert_eq!(s.latest_missed(1_050), 1_000);
+        // Looked for only within the slack before the cutoff.
+        assert_eq!(s.latest_missed(5_000), 4_900);
+        let sparse = state(Calendar::Every(10_000), CatchUp::None, 10_000);
+        assert_eq!(sparse.latest_missed(50_000), 50_000 - CLOCK_SLACK_MS - 1);
+        assert_eq!(sparse.latest_missed(50_001), 50_000);
     }
 
     #[test]

@@ -37,6 +37,12 @@ pub fn tick_id(name: &str, at_ms: u64) -> MessageId {
     MessageId::from_stored(format!("{name}@{at_ms}"))
 }
 
+/// The nominal time (unix ms) of the tick with id `id` (see [`tick_id`]): it stays the same
+/// across the tick's retries, whose due time moves. `None` for an id that is not a tick's.
+pub fn tick_time(id: &str) -> Option<u64> {
+    id.rsplit_once('@')?.1.parse().ok()
+}
+
 /// A record's fields.
 pub(crate) type Fields = HashMap<String, String>;
 

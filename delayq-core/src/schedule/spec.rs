@@ -13,8 +13,15 @@ use crate::time::{millis, ms_to_time, time_to_ms};
 /// counted in the first tick's `missed`).
 pub const CATCH_UP_ALL_MAX: usize = 100;
 
+/// The default of [`Schedule::misfire_after`]: a tick produced more than a minute late counts as
+/// missed (Quartz's misfire threshold is the same).
+pub const DEFAULT_MISFIRE_AFTER: Duration = Duration::from_secs(60);
+/// The shortest [`Schedule::misfire_after`].
+const MIN_MISFIRE_AFTER: Duration = Duration::from_millis(100);
+
 /// What runs of the ticks missed while no process produced them (the process was stopped,
-/// Redis was unreachable). A tick counts as missed once it is more than a second late.
+/// Redis was unreachable). A tick counts as missed once it is more than the schedule's
+/// [`misfire_after`](Schedule::misfire_after) late (a minute by default) by Redis' clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CatchUp {
     /// The latest missed tick runs once (its `missed()` says how many were skipped).
@@ -60,7 +67,7 @@ impl fmt::Display for CatchUp {
 }
 
 /// When a schedule's ticks fall. Build with [`Schedule::cron`] or [`Schedule::every`], then
-/// `.tz(..)` and `.catch_up(..)`.
+/// `.tz(..)`, `.catch_up(..)` and `.misfire_after(..)`.
 ///
 /// ```
 /// use delayq_core::{CatchUp, Schedule};
@@ -73,6 +80,7 @@ pub struct Schedule {
     pub(crate) kind: Kind,
     pub(crate) tz: String,
     pub(crate) catch_up: CatchUp,
+    pub(crate) misfire_after_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +104,7 @@ impl Schedule {
             kind: Kind::Cron(pattern.trim().to_string()),
             tz: "UTC".into(),
             catch_up: CatchUp::default(),
+            misfire_after_ms: millis(DEFAULT_MISFIRE_AFTER),
         })
     }
 
@@ -116,6 +125,7 @@ impl Schedule {
             kind: Kind::Every(millis(interval)),
             tz: "UTC".into(),
             catch_up: CatchUp::default(),
+            misfire_after_ms: millis(DEFAULT_MISFIRE_AFTER),
         })
     }
 
@@ -134,6 +144,30 @@ impl Schedule {
     pub fn catch_up(mut self, catch_up: CatchUp) -> Self {
         self.catch_up = catch_up;
         self
+    }
+
+    /// How late a tick may be produced and still count as on time (default
+    /// [`DEFAULT_MISFIRE_AFTER`], a minute; at least 100 ms), by Redis' clock: a tick later than
+    /// this (no process ran, Redis was unreachable) is missed, and the catch-up policy decides
+    /// whether it runs. A changed threshold does not move the ticks (an upsert keeps the next
+    /// tick).
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) for a threshold under 100 ms.
+    pub fn misfire_after(mut self, threshold: Duration) -> Result<Self> {
+        if threshold < MIN_MISFIRE_AFTER {
+            return Err(Error::InvalidSchedule {
+                field: "misfire_after".into(),
+                reason: format!("{threshold:?} is shorter than the shortest threshold, 100ms"),
+            });
+        }
+        self.misfire_after_ms = millis(threshold);
+        Ok(self)
+    }
+
+    /// The misfire threshold (see [`Schedule::misfire_after`]).
+    pub fn misfire_threshold(&self) -> Duration {
+        Duration::from_millis(self.misfire_after_ms)
     }
 
     /// The pattern as given, or `every <interval>`.
@@ -202,8 +236,15 @@ impl Schedule {
         }
     }
 
-    /// Back from a record's fields.
-    pub(crate) fn from_stored(kind: &str, spec: &str, tz: &str, catch_up: &str) -> Result<Self> {
+    /// Back from a record's fields (`misfire_after`: the stored ms, empty in a record from
+    /// before the option: the default).
+    pub(crate) fn from_stored(
+        kind: &str,
+        spec: &str,
+        tz: &str,
+        catch_up: &str,
+        misfire_after: &str,
+    ) -> Result<Self> {
         let schedule = match kind {
             "cron" => Schedule::cron(spec)?,
             "every" => Schedule::every(Duration::from_millis(spec.parse().map_err(|_| {
@@ -219,7 +260,15 @@ impl Schedule {
                 })
             }
         };
-        Ok(schedule.tz(tz)?.catch_up(catch_up.parse()?))
+        let schedule = schedule.tz(tz)?.catch_up(catch_up.parse()?);
+        if misfire_after.is_empty() {
+            return Ok(schedule);
+        }
+        let ms = misfire_after.parse().map_err(|_| Error::InvalidSchedule {
+            field: "misfire_after".into(),
+            reason: format!("stored threshold {misfire_after:?} is not a number of ms"),
+        })?;
+        schedule.misfire_after(Duration::from_millis(ms))
     }
 }
 
@@ -252,11 +301,14 @@ mod tests {
         assert_eq!(humane(5_400_250), "1h30m250ms");
         let s = Schedule::cron(" 0 9 * * MON-FRI ").unwrap();
         let (kind, spec) = s.stored();
-        let back = Schedule::from_stored(kind, &spec, "Europe/Berlin", "all").unwrap();
+        let back = Schedule::from_stored(kind, &spec, "Europe/Berlin", "all", "1500").unwrap();
         assert_eq!(
             (back.spec(), back.zone(), back.catch_up),
             ("0 9 * * MON-FRI".to_string(), "Europe/Berlin", CatchUp::All)
         );
+        assert_eq!(back.misfire_threshold(), Duration::from_millis(1_500));
+        let old = Schedule::from_stored(kind, &spec, "UTC", "last", "").unwrap();
+        assert_eq!(old.misfire_threshold(), DEFAULT_MISFIRE_AFTER);
     }
 
     #[test]
@@ -271,6 +323,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tz"), "{err}");
+        let err = Schedule::every(Duration::from_secs(1))
+            .unwrap()
+            .misfire_after(Duration::from_millis(10))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("misfire_after"), "{err}");
         let err = "sometimes".parse::<CatchUp>().unwrap_err().to_string();
         assert!(err.contains("catch_up"), "{err}");
     }

@@ -56,6 +56,9 @@ pub struct ScheduleInfo {
     pub tz: String,
     /// What runs of missed ticks.
     pub catch_up: CatchUp,
+    /// How late a tick may be produced and still count as on time (see
+    /// [`Schedule::misfire_after`]).
+    pub misfire_after: std::time::Duration,
     /// The topic its ticks go to (a `#[scheduled]` fn's is its name).
     pub topic: String,
     /// The next tick not produced yet.
@@ -157,7 +160,8 @@ impl Producer {
             .arg(if payload.is_some() { "1" } else { "0" })
             .arg(payload.unwrap_or_default())
             .arg(first)
-            .arg(anchor);
+            .arg(anchor)
+            .arg(schedule.misfire_after_ms);
         let _: String = self.conn.run_script(inv).await?;
         self.index_changed(|pipe| {
             pipe.cmd("HSET").arg(&index).arg(name).arg(topic);
@@ -215,8 +219,13 @@ impl Producer {
     /// What `schedules()` reports of one record: its fields, and where its last tick is.
     async fn info(&self, name: &str, keys: TopicKeys, fields: &Fields) -> Result<ScheduleInfo> {
         let get = |f: &str| fields.get(f).cloned().unwrap_or_default();
-        let schedule =
-            Schedule::from_stored(&get("kind"), &get("spec"), &get("tz"), &get("catch_up"))?;
+        let schedule = Schedule::from_stored(
+            &get("kind"),
+            &get("spec"),
+            &get("tz"),
+            &get("catch_up"),
+            &get("misfire_after"),
+        )?;
         let last = field_ms(fields, "last");
         let last_outcome = match last {
             None => None,
@@ -235,6 +244,7 @@ impl Producer {
             spec: schedule.spec(),
             tz: schedule.zone().to_string(),
             catch_up: schedule.catch_up_policy(),
+            misfire_after: schedule.misfire_threshold(),
             topic: keys.topic.clone(),
             next_at: field_ms(fields, "next").map(ms_to_time),
             last_at: last.map(ms_to_time),

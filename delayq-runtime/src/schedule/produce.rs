@@ -149,14 +149,12 @@ impl Producer {
                     self.health.ok();
                     self.retry = RetryDelay::new();
                 }
-                Ok(Produced::Stale) => match self.producer.schedule_state(&name).await {
-                    Ok(Some(fresh)) => *state = fresh,
-                    Ok(None) => {
-                        self.known.remove(&name);
-                        continue;
-                    }
-                    Err(error) => self.health.failed(&error),
-                },
+                // Refreshed from the fence's reply: nothing to do.
+                Ok(Produced::Stale) => {}
+                Ok(Produced::Gone) => {
+                    self.known.remove(&name);
+                    continue;
+                }
                 Err(error) => {
                     self.health.failed(&error);
                     wake_at = wake_at.min(Instant::now() + self.retry.next_delay());

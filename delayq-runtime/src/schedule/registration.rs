@@ -18,6 +18,8 @@ pub struct ScheduleRegistration {
     pub tz: &'static str,
     /// `last`, `none` or `all`.
     pub catch_up: &'static str,
+    /// How late (ms) a tick may be produced and still count as on time.
+    pub misfire_after_ms: u64,
     /// The options the attribute wrote (the rest are defaults).
     pub given: &'static [&'static str],
     /// The listener that runs the ticks.

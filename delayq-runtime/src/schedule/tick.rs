@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use delayq_core::protocol::ms_to_time;
+use delayq_core::protocol::{ms_to_time, tick_time};
 
 use crate::delay::TopicDelivery;
 use crate::handler::Decode;
@@ -55,7 +55,10 @@ impl Decode<ViaTick, TopicDelivery> for Tick {
             .map_err(|e| format!("not a tick of a #[scheduled] fn: {e}"))?;
         Ok(Tick {
             name: inbound.topic.clone(),
-            scheduled_at: ms_to_time(envelope.due_ms),
+            // The nominal time is in the tick's id; the envelope's due time moves with retries.
+            scheduled_at: ms_to_time(
+                tick_time(inbound.delivery.id.as_str()).unwrap_or(envelope.due_ms),
+            ),
             attempt: envelope.attempt,
             missed: payload.missed,
         })

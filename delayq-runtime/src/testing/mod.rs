@@ -210,11 +210,9 @@ impl TestRuntime {
                             break;
                         }
                     }
-                    Produced::Stale => match self.producer.schedule_state(&name).await? {
-                        Some(fresh) => state = fresh,
-                        None => break,
-                    },
-                    Produced::NotYet => break,
+                    // Refreshed from the record: go on from its next tick.
+                    Produced::Stale => {}
+                    Produced::Gone | Produced::NotYet => break,
                 }
             }
         }

@@ -6,12 +6,16 @@
 -- #[scheduled] fn's own; 'dynamic': upsert_schedule), ARGV[6] topic,
 -- ARGV[7] '1' with the ticks' payload in ARGV[8], '0' without (a #[scheduled] fn's ticks),
 -- ARGV[9] the first tick after now under this spec (unix ms), ARGV[10] its anchor (the
--- interval's grid).
+-- interval's grid), ARGV[11] misfire_after (ms: how late a tick may be and still be on time).
 -- A record whose kind, spec and tz are unchanged keeps its next tick (upsert is idempotent,
--- and a restart keeps the grid and what it missed); a changed one starts from ARGV[9].
+-- and a restart keeps the grid and what it missed); a changed one starts from ARGV[9], and
+-- its `gen` rises (to Redis' time in microseconds, or one more than it was: a record removed
+-- and created again does not repeat one), so that tick.lua fences out a producer that still
+-- holds the old spec even when the new spec's first tick is the old `next`. The other fields
+-- (catch_up, misfire_after, payload, ...) change in place, keeping the next tick and `gen`.
 -- Returns 'created', 'changed' (the ticks' times changed) or 'kept'.
 local r = KEYS[1]
-local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next')
+local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next', 'gen')
 local out = 'changed'
 if not old[4] then
   out = 'created'
@@ -19,13 +23,16 @@ elseif old[1] == ARGV[1] and old[2] == ARGV[2] and old[3] == ARGV[3] then
   out = 'kept'
 end
 redis.call('HSET', r, 'kind', ARGV[1], 'spec', ARGV[2], 'tz', ARGV[3], 'catch_up', ARGV[4],
-  'owner', ARGV[5], 'topic', ARGV[6])
+  'owner', ARGV[5], 'topic', ARGV[6], 'misfire_after', ARGV[11])
 if ARGV[7] == '1' then
   redis.call('HSET', r, 'payload', ARGV[8])
 else
   redis.call('HDEL', r, 'payload')
 end
 if out ~= 'kept' then
-  redis.call('HSET', r, 'next', ARGV[9], 'anchor', ARGV[10], 'missed', 0)
+  local t = redis.call('TIME')
+  local gen = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), (tonumber(old[5]) or 0) + 1)
+  redis.call('HSET', r, 'next', ARGV[9], 'anchor', ARGV[10], 'missed', 0,
+    'gen', string.format('%d', gen))
 end
 return out

@@ -12,7 +12,7 @@ async fn sweep(tick: Tick, ack: Ack) {
     ack.ack().await.unwrap();
 }
 
-#[scheduled(name = "hourly", cron = "@hourly", catch_up = "all", backoff = "fixed(5s)")]
+#[scheduled(name = "hourly", cron = "@hourly", catch_up = "all", backoff = "fixed(5s)", misfire_after = "5m")]
 async fn hourly(_tick: Tick) {}
 
 #[scheduled(name = "with-seconds", cron = "30 0 12 1 JAN *", ack_timeout = "1m")]

@@ -165,6 +165,7 @@ impl Sources {
                     "every" => r.cron.is_none().then_some(Parsed::Ms(r.every_ms)),
                     "tz" => Some(Parsed::Text(r.tz.into())),
                     "catch_up" => r.catch_up.parse().ok().map(Parsed::CatchUp),
+                    "misfire_after" => Some(Parsed::Ms(r.misfire_after_ms)),
                     other => listener_value(&o, other),
                 },
             );

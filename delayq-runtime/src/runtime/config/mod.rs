@@ -189,9 +189,10 @@ impl ComponentConfig {
             Some(Parsed::CatchUp(c)) => *c,
             other => unreachable!("catch_up: {other:?}"),
         };
-        Ok(schedule
+        schedule
             .tz(self.text("tz").unwrap_or("UTC"))?
-            .catch_up(catch_up))
+            .catch_up(catch_up)
+            .misfire_after(std::time::Duration::from_millis(self.ms("misfire_after")))
     }
 }
 
