@@ -74,7 +74,7 @@ async fn a_quarter_hourly_cron_goes_on_past_the_autumn_change() {
         panic!("nothing produced: {produced:?}")
     };
     // The latest missed quarter hour runs (`last`); every other one since 00:45Z is counted.
-    let latest = (now - 1_000 - 1) / 900_000 * 900_000;
+    let latest = (now - 60_000 - 1) / 900_000 * 900_000; // misfire_after: 60 s by default
     assert_eq!(ticks[0], latest);
     // Quarter hours in [00:45Z, latest]: the repeated hour (01:00-02:00Z) holds none.
     let quarters = (latest - utc_ms("2026-10-25T00:45:00Z")) / 900_000 + 1 - 4;
@@ -102,7 +102,7 @@ async fn after_200000_seconds_down_the_latest_tick_runs_and_every_missed_one_is_
         else {
             panic!("nothing produced")
         };
-        let latest = (now - 1_000 - 1) / 1_000 * 1_000;
+        let latest = (now - 60_000 - 1) / 1_000 * 1_000; // misfire_after: 60 s by default
         let missed = (latest - down_since) / 1_000 + 1;
         match catch_up {
             CatchUp::Last => {

@@ -394,7 +394,7 @@ mod tests {
         let start = 1_790_000_000_000; // 2026-09-21, a month before the autumn change
         for down_s in [200_000u64, 366 * 86_400] {
             let now = start + down_s * 1_000 + 400;
-            let mb = now - MISSED_AFTER_MS;
+            let mb = now - 1_000;
             let plan = |c| state(cron("* * * * * *"), c, start).plan(now + 1_000, mb);
             let (ticks, next, skipped) = plan(CatchUp::Last);
             let latest = (mb - 1) / 1_000 * 1_000;
