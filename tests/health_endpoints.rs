@@ -1,4 +1,6 @@
-//! Health for orchestrators: `/health/ready` answers 503 while Redis is stopped and 200 again
+//! Health for orchestrators: with `ready_checks = "redis,listeners"`, `/health/ready` answers
+//! 503 while Redis is stopped and 200 again; by default readiness leaves Redis out (a blip does
+//! not take every replica out of its load balancer)
 //! after, `/health/live` stays 200, both within a probe's 1 s timeout when Redis is frozen and
 //! several probes come at once, and both share the Prometheus listener.
 
@@ -52,6 +54,7 @@ async fn ready_is_503_while_redis_is_stopped_and_200_after() {
         .redis_url(server.url())
         .prometheus(addr)
         .health(addr)
+        .set("ready_checks", "redis,listeners")
         .spawn()
         .await
         .expect("spawn");
@@ -222,4 +225,42 @@ async fn a_failed_start_leaves_nothing_running() {
     }
     assert_eq!(ORPHANS.load(Ordering::SeqCst), 5);
     rt.shutdown().await.unwrap();
+}
+
+/// By default (`ready_checks = "none"`) a stopped Redis leaves `/health/ready` at 200 — the
+/// body still says Redis is down — and a probe asks Redis nothing; a stopping runtime is not
+/// ready. (The old readiness failed on one 800 ms `PING` timeout, taking every replica of a
+/// service out of its load balancer for a Redis blip.)
+#[tokio::test(flavor = "multi_thread")]
+async fn by_default_readiness_leaves_redis_out() {
+    let mut server = RedisServer::start();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let handle = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["health.orders"])
+        .health(addr)
+        .spawn()
+        .await
+        .expect("spawn");
+    assert_eq!(
+        handle
+            .config()
+            .runtime("ready_checks")
+            .map(|s| s.value.to_string()),
+        Some("none".to_string())
+    );
+    let base = format!("http://{addr}");
+    assert_eq!(get(&base, "/health/ready").await.0, 200);
+    server.stop();
+    let stopped = Instant::now();
+    while stopped.elapsed() < Duration::from_secs(3) {
+        let (status, body) = get(&base, "/health/ready").await;
+        assert_eq!(
+            status, 200,
+            "ready went {status} with Redis stopped: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    server.restart();
+    handle.shutdown().await.unwrap();
 }

@@ -78,6 +78,8 @@ pub enum ValueKind {
     CatchUp,
     /// `"$"` or `"0"`: where a new consumer group starts.
     StreamStart,
+    /// What readiness includes: `"none"`, or `redis` and `listeners`, comma-separated.
+    ReadyChecks,
 }
 
 /// A checked value.
@@ -155,6 +157,8 @@ const CONCURRENCY: ValueKind = ValueKind::Count { max: 10_000 };
 const ATTEMPTS: ValueKind = ValueKind::Count { max: 1_000_000 };
 const LEASE: ValueKind = ValueKind::Duration { min_ms: 100 };
 
+const READY_CHECKS: &str = "\"none\", or \"redis\" and/or \"listeners\" comma-separated";
+
 const RUNTIME: &[(&str, ValueKind)] = &[
     ("redis_url", ValueKind::RedisUrl),
     ("namespace", ValueKind::Namespace),
@@ -162,6 +166,7 @@ const RUNTIME: &[(&str, ValueKind)] = &[
     ("gauges_every", ValueKind::Duration { min_ms: 1_000 }),
     ("prometheus", ValueKind::Addr),
     ("health", ValueKind::Addr),
+    ("ready_checks", ValueKind::ReadyChecks),
 ];
 const LISTENER: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),
@@ -343,6 +348,23 @@ pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
                 .map_err(|e| e.to_string())?;
             Ok(Parsed::Text(t.trim().to_string()))
         }
+        ValueKind::ReadyChecks => {
+            let t = text(raw).ok_or_else(|| expected(READY_CHECKS))?;
+            let words: Vec<&str> = t.split(',').map(str::trim).collect();
+            let has = |w: &str| words.contains(&w);
+            if t.trim() == "none" {
+                return Ok(Parsed::Text("none".into()));
+            }
+            if words.is_empty() || !words.iter().all(|w| *w == "redis" || *w == "listeners") {
+                return Err(expected(READY_CHECKS));
+            }
+            let normal = match (has("redis"), has("listeners")) {
+                (true, true) => "redis,listeners",
+                (true, false) => "redis",
+                _ => "listeners",
+            };
+            Ok(Parsed::Text(normal.into()))
+        }
         ValueKind::CatchUp => text(raw)
             .and_then(|t| t.trim().parse::<CatchUp>().ok())
             .map(Parsed::CatchUp)
@@ -388,6 +410,16 @@ mod tests {
         );
         assert!(parse(ValueKind::Bool, &Raw::Typed("false".into())).is_err());
         assert!(parse(ValueKind::Tz, &text("Mars/Olympus")).is_err());
+        assert_eq!(
+            parse(ValueKind::ReadyChecks, &text(" listeners , redis")),
+            Ok(Parsed::Text("redis,listeners".into()))
+        );
+        assert_eq!(
+            parse(ValueKind::ReadyChecks, &text("none")),
+            Ok(Parsed::Text("none".into()))
+        );
+        let err = parse(ValueKind::ReadyChecks, &text("redis,db")).unwrap_err();
+        assert!(err.contains("\"listeners\""), "{err}");
         assert!(parse(ValueKind::Cron, &text("0 25 * * *"))
             .unwrap_err()
             .contains("hour"));

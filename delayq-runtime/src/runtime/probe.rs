@@ -20,6 +20,31 @@ use crate::stream::StreamRuntime;
 const PING_TIMEOUT: Duration = Duration::from_millis(800);
 /// Checks this close together share one `PING`: a flood of probes costs Redis little.
 const PING_REUSE: Duration = Duration::from_millis(250);
+/// What readiness includes unless `ready_checks` says otherwise: nothing outside the process.
+/// A service binary's replicas all see the same Redis, so a Redis blip that made them unready
+/// would take every one out of its load balancer at once — for requests that may never touch
+/// Redis — and nothing a replica could do would bring it back sooner; delayq reconnects by
+/// itself either way (Spring Boot leaves external checks out of readiness for this reason).
+pub(crate) const DEFAULT_READY_CHECKS: &str = "none";
+
+/// What `/health/ready` (and [`Health::ready`]) requires besides a running runtime that is not
+/// stopping: `ready_checks = "redis"` (Redis answers `PING` within 800 ms), `"listeners"`
+/// (no listener is failing), both, or `"none"` (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ReadyChecks {
+    redis: bool,
+    listeners: bool,
+}
+
+impl ReadyChecks {
+    /// From the option's checked text.
+    pub(crate) fn from_option(text: &str) -> Self {
+        ReadyChecks {
+            redis: text.split(',').any(|w| w == "redis"),
+            listeners: text.split(',').any(|w| w == "listeners"),
+        }
+    }
+}
 
 /// A runtime's health: what [`RuntimeHandle::health`](crate::RuntimeHandle::health) returns
 /// and `GET /health/ready` serves as JSON.
@@ -27,7 +52,8 @@ const PING_REUSE: Duration = Duration::from_millis(250);
 pub struct Health {
     /// The runtime's tasks are alive (none ended by a panic); what `/health/live` answers.
     pub live: bool,
-    /// Redis answers, every enabled listener runs, and no shutdown has begun; what
+    /// No shutdown has begun, the runtime's tasks run, and what `ready_checks` names holds
+    /// (Redis answers; no enabled listener is failing; by default neither is required); what
     /// `/health/ready` answers.
     pub ready: bool,
     /// A shutdown has begun.
@@ -109,6 +135,7 @@ pub(crate) struct Probe {
     components: Vec<(Kind, String, Watched)>,
     tasks: Mutex<Vec<AbortHandle>>,
     stopping: AtomicBool,
+    checks: ReadyChecks,
     /// When the last `PING` ended; held while one is in flight, so that checks arriving
     /// meanwhile take its answer rather than queue up to send one each.
     last_ping: tokio::sync::Mutex<Option<tokio::time::Instant>>,
@@ -122,6 +149,7 @@ impl Probe {
         redis: Arc<Watch>,
         components: &[ComponentConfig],
         (topics, streams): (&[Arc<TopicRuntime>], &[Arc<StreamRuntime>]),
+        checks: ReadyChecks,
     ) -> Self {
         let watched = |c: &ComponentConfig| {
             if !c.enabled {
@@ -148,6 +176,7 @@ impl Probe {
                 .collect(),
             tasks: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
+            checks,
             last_ping: tokio::sync::Mutex::new(None),
         }
     }
@@ -170,7 +199,9 @@ impl Probe {
     pub(crate) async fn check(&self) -> Health {
         let asked = tokio::time::Instant::now();
         let mut last = self.last_ping.lock().await;
-        let fresh = last.is_some_and(|ended| ended >= asked || ended.elapsed() < PING_REUSE);
+        // Readiness without Redis in it asks Redis nothing.
+        let fresh = !self.checks.redis
+            || last.is_some_and(|ended| ended >= asked || ended.elapsed() < PING_REUSE);
         if !fresh {
             let ping = self.conn.run(|mut c| async move {
                 redis::cmd("PING").query_async::<redis::Value>(&mut c).await
@@ -222,10 +253,11 @@ impl Probe {
         let live = stopping || tasks_alive;
         let ready = !stopping
             && tasks_alive
-            && redis == RedisHealth::Up
-            && listeners
-                .iter()
-                .all(|l| matches!(l.state, ListenerState::Running | ListenerState::Disabled));
+            && (!self.checks.redis || redis == RedisHealth::Up)
+            && (!self.checks.listeners
+                || listeners
+                    .iter()
+                    .all(|l| matches!(l.state, ListenerState::Running | ListenerState::Disabled)));
         Health {
             live,
             ready,

@@ -13,7 +13,7 @@ use super::builder::RuntimeBuilder;
 use super::config::{Chosen, Sources};
 use super::gauges::PROMETHEUS_GAUGES_EVERY;
 use super::handle::{Parts, RuntimeHandle};
-use super::probe::Probe;
+use super::probe::{Probe, ReadyChecks};
 use crate::delay::{back, boss, run_subscriber, ListenerRegistration, TopicRuntime};
 use crate::health::Health as Watch;
 use crate::leader;
@@ -69,6 +69,7 @@ impl RuntimeBuilder {
         let grace = duration("shutdown_grace").unwrap_or(super::builder::DEFAULT_SHUTDOWN_GRACE);
         let prometheus = addr("prometheus");
         let health_addr = addr("health");
+        let ready_checks = ReadyChecks::from_option(&text("ready_checks"));
         let gauges_every = duration("gauges_every")
             .or(prometheus.map(|_| PROMETHEUS_GAUGES_EVERY))
             .map(|every| every.max(Duration::from_secs(1)));
@@ -178,6 +179,7 @@ impl RuntimeBuilder {
             redis_watch.clone(),
             &config.components,
             (&topics, &streams),
+            ready_checks,
         ));
         // Everything that can still fail, before anything runs: start is all or nothing (a
         // failed spawn must leave no boss, reader or leader loop consuming behind it).

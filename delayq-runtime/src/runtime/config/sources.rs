@@ -118,7 +118,7 @@ impl Sources {
         &self,
         builder: &[(&'static str, Parsed)],
     ) -> EffectiveConfig {
-        let defaults: [(&str, Option<Parsed>); 6] = [
+        let defaults: [(&str, Option<Parsed>); 7] = [
             (
                 "redis_url",
                 Some(Parsed::RedisUrl(SecretUrl::new(
@@ -138,6 +138,12 @@ impl Sources {
             ("gauges_every", None),
             ("prometheus", None),
             ("health", None),
+            (
+                "ready_checks",
+                Some(Parsed::Text(
+                    super::super::probe::DEFAULT_READY_CHECKS.into(),
+                )),
+            ),
         ];
         let mut runtime = Vec::new();
         for (option, _) in options(Kind::Runtime) {
