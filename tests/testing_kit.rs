@@ -348,3 +348,73 @@ async fn advance_scales_to_100000_waiting_and_to_the_year_9000() {
         "one ran early ({real} s passed)"
     );
 }
+
+static FLAKY: Seen<u32> = Seen::new();
+
+#[delay_listener(topic = "kit.flaky")]
+async fn flaky(msg: Message<u32>) -> Result<(), String> {
+    FLAKY.push(msg.attempt());
+    Err("always fails".into())
+}
+
+static LED: Seen<u64> = Seen::new();
+
+#[delayq_runtime::leader_task(name = "kit.lead", every = "100ms")]
+async fn lead(leader: delayq_runtime::Leadership) -> Result<(), String> {
+    LED.push(leader.token());
+    Ok(())
+}
+
+static STREAMED: Seen<u32> = Seen::new();
+
+#[delayq_runtime::stream_listener(stream = "kit.stream.orders", group = "kit")]
+async fn streamed(n: u32) {
+    STREAMED.push(n);
+}
+
+static UNACKED: Seen<u32> = Seen::new();
+
+#[delay_listener(topic = "kit.unacked", ack_timeout = "1h")]
+async fn unacked(msg: Message<u32>, ack: Ack) {
+    UNACKED.push(msg.attempt());
+    if msg.attempt() > 1 {
+        ack.ack().await.unwrap();
+    }
+    // The first delivery returns without acking: it comes back after its hour.
+}
+
+/// Users test what they deploy: an option set for the test (`max_attempts = 1` instead of the
+/// attribute's 16), a leader task, a stream listener, and a claim's ack deadline advanced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_leader_tasks_streams_and_ack_deadlines_can_be_tested() {
+    let t = TestRuntime::builder()
+        .topics(["kit.flaky", "kit.unacked"])
+        .leader_tasks(["kit.lead"])
+        .streams(["kit.stream.orders"])
+        .set(r#"listeners."kit.flaky".max_attempts"#, 1)
+        .start()
+        .await
+        .unwrap();
+    let p = t.producer();
+    p.send("kit.flaky", &1u32, Duration::ZERO).await.unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(FLAKY.all(), [1], "max_attempts = 1 from the test's set");
+    assert_eq!(t.dead_letters("kit.flaky").await.unwrap().len(), 1);
+
+    LED.wait_for(1, Duration::from_secs(5)).await;
+    p.publish("kit.stream.orders", &42u32).await.unwrap();
+    assert_eq!(STREAMED.wait_for(1, Duration::from_secs(5)).await, [42]);
+
+    p.send("kit.unacked", &7u32, Duration::ZERO).await.unwrap();
+    UNACKED.wait_for(1, Duration::from_secs(5)).await;
+    // A plain advance leaves the claim's deadline alone; advancing claims redelivers it.
+    t.advance(Duration::from_secs(7_200)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(UNACKED.all(), [1]);
+    t.advance_with_claims(Duration::from_secs(7_200))
+        .await
+        .unwrap();
+    t.run_until_idle().await.unwrap();
+    assert_eq!(UNACKED.all(), [1, 2]);
+    t.shutdown().await.unwrap();
+}

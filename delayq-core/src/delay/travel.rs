@@ -20,8 +20,8 @@ scripts!(
 
 /// `ms` passes for everything waiting in `topic` (delayed messages, retry backoffs, far
 /// buckets): every due time moves `ms` earlier, in due order; the ticks in `ticks` (written
-/// just now at their nominal times) move a further `extra` ms earlier. Returns how many
-/// messages are due now.
+/// just now at their nominal times) move a further `extra` ms earlier; with `claims`, the ack
+/// deadlines of claims in flight move `ms` earlier too. Returns how many messages are due now.
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
@@ -31,6 +31,7 @@ pub async fn travel(
     ms: u64,
     ticks: &[MessageId],
     extra: u64,
+    claims: bool,
 ) -> Result<u64> {
     let conn = &producer.conn;
     let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;
@@ -52,7 +53,7 @@ pub async fn travel(
             .fold(Buckets::default(), |far, b| far.bucket(Some(b)));
         let (due, more): (u64, u8) = declaring(conn, keys, far, |far| {
             let mut inv = on_topic(&TRAVEL_SCRIPTS.travel, keys, far);
-            inv.arg(ms);
+            inv.arg(ms).arg(if claims { "1" } else { "0" });
             for id in ticks {
                 inv.arg(id.as_str()).arg(extra);
             }

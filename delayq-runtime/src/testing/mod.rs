@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use delayq_core::config::ConfigValue;
 use delayq_core::protocol::{idle_state, tick_id, travel, Produced};
 use delayq_core::{DeadLetter, Error, MessageId, Outcomes, PendingMessage, Producer, Result};
 
@@ -59,11 +60,29 @@ pub struct TestRuntime {
     offset_ms: AtomicU64,
 }
 
-/// Which listeners a [`TestRuntime`] runs.
-#[derive(Debug, Default, Clone)]
+/// Which listeners a [`TestRuntime`] runs, and with which options.
+#[derive(Default, Clone)]
 pub struct TestRuntimeBuilder {
     topics: Option<Vec<String>>,
     schedules: Option<Vec<String>>,
+    streams: Vec<String>,
+    leader_tasks: Vec<String>,
+    sets: Vec<(String, ConfigValue)>,
+}
+
+impl std::fmt::Debug for TestRuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestRuntimeBuilder")
+            .field("topics", &self.topics)
+            .field("schedules", &self.schedules)
+            .field("streams", &self.streams)
+            .field("leader_tasks", &self.leader_tasks)
+            .field(
+                "sets",
+                &self.sets.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 impl TestRuntimeBuilder {
@@ -75,6 +94,37 @@ impl TestRuntimeBuilder {
         S: Into<String>,
     {
         self.topics = Some(topics.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Also runs the `#[stream_listener]`s of these streams (none by default). Streams are
+    /// Redis keys other services write, not namespaced: give each test its own stream names,
+    /// or run such tests one at a time.
+    pub fn streams<I, S>(mut self, streams: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.streams = streams.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Also runs these `#[leader_task]`s (none by default); their lease is the test's own
+    /// namespace's, so parallel tests each have a leader.
+    pub fn leader_tasks<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.leader_tasks = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets one option for this test, as [`RuntimeBuilder::set`](crate::RuntimeBuilder::set)
+    /// does: `.set(r#"listeners."order.timeout".max_attempts"#, 1)`. (A delayq.toml or
+    /// `DELAYQ_` variables never reach a test; this is how a test runs what it deploys.)
+    pub fn set(mut self, key: &str, value: impl Into<ConfigValue>) -> Self {
+        self.sets.push((key.to_string(), value.into()));
         self
     }
 
@@ -122,16 +172,18 @@ impl TestRuntimeBuilder {
         // A test runs the attributes' options: a delayq.toml or DELAYQ_ variables meant for
         // a deployment do not reach it.
         builder.external_config = false;
-        let handle = builder
+        let mut builder = builder
             .redis_url(&url)
             .namespace(&namespace)
             .topics(topics.clone())
             .schedules(schedules.clone())
-            .leader_tasks(Vec::<String>::new())
-            .streams(Vec::<String>::new())
-            .shutdown_grace(Duration::from_secs(1))
-            .spawn()
-            .await?;
+            .leader_tasks(self.leader_tasks)
+            .streams(self.streams)
+            .shutdown_grace(Duration::from_secs(1));
+        for (key, value) in self.sets {
+            builder = builder.set(&key, value);
+        }
+        let handle = builder.spawn().await?;
         let mut topics = topics;
         topics.extend(schedules);
         Ok(TestRuntime {
@@ -187,6 +239,20 @@ impl TestRuntime {
     /// # Errors
     /// [`Error::Redis`] when the test's Redis does not answer.
     pub async fn advance(&self, d: Duration) -> Result<()> {
+        self.travel(d, false).await
+    }
+
+    /// [`advance`](Self::advance), and the ack deadlines of claims in flight pass `d` too: a
+    /// manual-ack handler that returned without acking, or a claim whose handler hangs, is
+    /// delivered again as if `d` had passed (a handler still running renews its lease).
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the test's Redis does not answer.
+    pub async fn advance_with_claims(&self, d: Duration) -> Result<()> {
+        self.travel(d, true).await
+    }
+
+    async fn travel(&self, d: Duration, claims: bool) -> Result<()> {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4);
         // Time passed in earlier advances: a tick written now at its nominal time is that
         // much nearer already.
@@ -218,7 +284,7 @@ impl TestRuntime {
         }
         for topic in &self.topics {
             let written = ticks.get(topic).map(Vec::as_slice).unwrap_or_default();
-            travel(&self.producer, topic, ms, written, before).await?;
+            travel(&self.producer, topic, ms, written, before, claims).await?;
         }
         Ok(())
     }

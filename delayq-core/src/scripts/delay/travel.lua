@@ -1,10 +1,12 @@
 -- travel.lua (the test kit's only, feature `testing`): time travel. `d` passes for everything
 -- that waits in the topic: every due time moves `d` earlier, so what was due within `d` is
 -- due now, in due order, and the rest is `d` nearer. Each envelope keeps its own due time, so
--- a handler still sees the original one. Claims in flight keep their ack deadlines.
+-- a handler still sees the original one. Claims in flight keep their ack deadlines, unless
+-- ARGV[4] is '1': then `d` passes for them too (a claim whose deadline falls within `d` is
+-- redelivered by the back pool, which is woken).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: every far bucket of the topic)
--- ARGV[3] d (ms)
--- then pairs from ARGV[4]: id, ms: a tick the kit wrote just now whose due time it moves a
+-- ARGV[3] d (ms), ARGV[4] '1' to move the claims' ack deadlines too, else '0'
+-- then pairs from ARGV[5]: id, ms: a tick the kit wrote just now whose due time it moves a
 --   further `ms` earlier (ticks are written at their nominal time; earlier advances passed
 --   that much time already)
 -- Far messages are all moved into the hot keys first (at most PROMOTE_MAX a call: the reply
@@ -16,21 +18,29 @@ promote(math.huge) -- every bucket, however far (due times go up to the year 999
 far_flush()
 if redis.call('EXISTS', KEYS[7]) == 1 then return { 0, 1 } end
 local d = tonumber(ARGV[3])
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local s = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[i]))
   if s then redis.call('ZADD', KEYS[1], s - tonumber(ARGV[i + 1]), ARGV[i]) end
 end
-local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local scores, due = {}, 0
-for i = 1, #all, 2 do
-  local s = tonumber(all[i + 1]) - d
-  if s <= now then due = due + 1 end
-  scores[#scores + 1] = s
-  scores[#scores + 1] = all[i]
+
+-- Every score of `key` moves `d` earlier (in chunks: `unpack` of a whole large topic
+-- overflows Lua's stack); returns how many are now at or before now.
+local function shift(key)
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local scores, reached = {}, 0
+  for i = 1, #all, 2 do
+    local s = tonumber(all[i + 1]) - d
+    if s <= now then reached = reached + 1 end
+    scores[#scores + 1] = s
+    scores[#scores + 1] = all[i]
+  end
+  for from = 1, #scores, 2 * ZADD_CHUNK do
+    redis.call('ZADD', key, unpack(scores, from, math.min(from + 2 * ZADD_CHUNK - 1, #scores)))
+  end
+  return reached
 end
--- In chunks: `unpack` of a whole large topic overflows Lua's stack.
-for from = 1, #scores, 2 * ZADD_CHUNK do
-  redis.call('ZADD', KEYS[1], unpack(scores, from, math.min(from + 2 * ZADD_CHUNK - 1, #scores)))
-end
+
+local due = shift(KEYS[1])
 if due > 0 then wake(WAKE_BOSS) end
+if ARGV[4] == '1' and shift(KEYS[2]) > 0 then wake(WAKE_BACK) end
 return { due, 0 }
