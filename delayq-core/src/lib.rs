@@ -71,7 +71,7 @@ pub mod protocol {
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
         ClaimBatch, Delivery, Envelope, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
-        MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS,
+        MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
     };
     pub use crate::env::CA_FILE_VAR;
     pub use crate::error::redact_url;

@@ -31,7 +31,7 @@ pub use envelope::Envelope;
 pub use inspect::{Outcomes, PendingMessage, TopicStats};
 pub use keys::TopicKeys;
 pub use queue::{ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH};
-pub use scripts::{WAKE_BACK, WAKE_BOSS};
+pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};

@@ -312,5 +312,9 @@ pub(crate) fn purge_dead_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<
 /// (`WAKE_BOSS` in `prelude.lua`).
 pub const WAKE_BOSS: &[u8] = b"d";
 /// The payload of a wake-up that tells the back pool a claim landed in an empty `inflight`
-/// (`WAKE_BACK` in `prelude.lua`).
+/// (`WAKE_BACK` in `prelude.lua`), followed by the claim's ack deadline in ms.
 pub const WAKE_BACK: &[u8] = b"i";
+/// The payload of a wake-up that tells every boss a claim took what was due, followed by
+/// `<when to look next, ms, -1: nothing waits>:<the claim's time, µs>` (`WAKE_CLAIMED` in
+/// `prelude.lua`).
+pub const WAKE_CLAIMED: &[u8] = b"c";

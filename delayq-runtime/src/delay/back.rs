@@ -1,9 +1,12 @@
 //! The back pool of a topic: moves expired claims (of any process) back to `delayed`, then
 //! sleeps until the earliest ack deadline in flight, or until a wake-up says a claim landed
-//! in an empty `inflight`.
+//! in an empty `inflight` — with its deadline, so the sleep only moves earlier when that
+//! deadline is earlier: another process's claim costs nothing before it is due back.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::topic::TopicRuntime;
 use crate::health::RetryDelay;
@@ -18,7 +21,8 @@ const REQUEUE_BATCH: usize = 1_000;
 pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let mut retry = RetryDelay::new();
     while !topic.stop.is_cancelled() {
-        let wait = match topic
+        // How long to sleep, and Redis' clock as of now (to place announced deadlines).
+        let (wait, clock) = match topic
             .queue
             .requeue_expired(REQUEUE_BATCH, topic.options.max_attempts)
             .await
@@ -42,19 +46,33 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 if report.requeued + report.dead == REQUEUE_BATCH {
                     continue;
                 }
-                match report.next_deadline_ms {
+                let wait = match report.next_deadline_ms {
                     // A few ms past the deadline, so the claim has surely expired.
                     Some(at) => Duration::from_millis(at.saturating_sub(report.now_ms) + 5),
                     None => BACK_SAFETY_SWEEP,
-                }
+                };
+                (wait, Some((report.now_ms, Instant::now())))
             }
             Err(error) => {
                 topic.health.failed(&error);
-                retry.next_delay()
+                (retry.next_delay(), None)
             }
         };
-        topic
-            .pause(wait.min(BACK_SAFETY_SWEEP), &topic.wake_back)
-            .await;
+        let mut until = Instant::now() + wait.min(BACK_SAFETY_SWEEP);
+        // Wake-ups that announce a claim's deadline move the next look earlier when it is;
+        // others ask for a look now.
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                _ = topic.wake_back.notified() => match (topic.back_at(), clock) {
+                    (Some(deadline_ms), Some((now_ms, then))) => {
+                        let at = then + Duration::from_millis(deadline_ms.saturating_sub(now_ms) + 5);
+                        until = until.min(at);
+                    }
+                    _ => break,
+                },
+                _ = topic.stop.cancelled() => break,
+            }
+        }
     }
 }

@@ -18,10 +18,32 @@ use crate::worker;
 pub(crate) const BOSS_SAFETY_SLEEP: Duration = Duration::from_secs(300);
 /// The last part of a boss's sleep to a due time, slept precisely (see `sleep_to_due`).
 const PRECISE_TAIL: Duration = Duration::from_millis(3);
+/// How much later than the due time a boss claims when another process took the last due
+/// time it woke for: the one that claims first announces what it took (pub/sub, well under a
+/// millisecond on one network), so the others sleep on to the next due time instead of all
+/// claiming for nothing. Only when that one stops claiming (it stopped, or has no free slot)
+/// does a due message wait this long.
+const DEFER: Duration = Duration::from_millis(10);
+/// An announcement this close (Redis' clock) to an empty claim at a due time says another
+/// process took that due time.
+const RACE_WINDOW_US: u64 = 50_000;
+
+/// What a boss knows of the race for due times with other processes' bosses.
+#[derive(Default)]
+struct Race {
+    /// Another process took the last due time this boss woke for: claim `DEFER` late.
+    defer: bool,
+    /// Redis' time (µs) of this boss's last claim, and whether it came back empty at a due
+    /// time.
+    claimed_us: u64,
+    lost: bool,
+}
 
 pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let mut retry = RetryDelay::new();
     let lease = topic.options.ack_timeout();
+    let mut race = Race::default();
+    let mut at_due = false;
     while !topic.stop.is_cancelled() {
         let first = tokio::select! {
             permit = topic.slots.clone().acquire_owned() => match permit {
@@ -58,6 +80,12 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
             tracing::error!(topic = %topic.name, %id, reason = %why, "claimed a message that cannot be delivered");
         }
         let got = batch.claimed.len() + batch.undeliverable.len();
+        race.claimed_us = batch.now_us;
+        // Only the first claim after sleeping to a due time can lose the race for it.
+        race.lost = std::mem::take(&mut at_due) && got == 0;
+        if got > 0 {
+            race.defer = false;
+        }
         for delivery in batch.claimed {
             let permit = permits.pop().expect("one slot per claimed message");
             // WARN level, so the topic and id stay on the warnings a handler run can log
@@ -75,34 +103,67 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         if got == asked {
             continue; // more may be due right now
         }
-        let deadline = match batch.next_due_ms {
-            // Redis ran the claim about half a round trip before the reply arrived.
-            Some(due) => {
-                let remaining = Duration::from_micros((due * 1000).saturating_sub(batch.now_us));
-                let since_claim = replied.duration_since(sent) / 2;
-                replied + remaining.saturating_sub(since_claim).min(BOSS_SAFETY_SLEEP)
-            }
-            None => replied + BOSS_SAFETY_SLEEP,
-        };
-        sleep_to_due(&topic, deadline).await;
+        // Redis ran the claim about half a round trip before the reply arrived: Redis' time
+        // `now_us` was then, here.
+        let clock = (batch.now_us, replied - replied.duration_since(sent) / 2);
+        let deadline = local_time(batch.next_due_ms, clock);
+        at_due = sleep_to_due(&topic, deadline, clock, &mut race).await;
     }
 }
 
-/// The boss's sleep until the next due time. tokio's timer wakes up to a millisecond or two
-/// late, so the last few milliseconds are slept on a blocking-pool thread, whose sleep is
-/// precise to tens of microseconds. Wake-ups still interrupt the long part.
-async fn sleep_to_due(topic: &TopicRuntime, deadline: Instant) {
-    if let Some(coarse) = deadline.checked_sub(PRECISE_TAIL) {
-        if coarse > Instant::now() {
-            tokio::select! {
-                _ = tokio::time::sleep_until(coarse) => {}
-                _ = topic.wake_boss.notified() => return,
-                _ = topic.stop.cancelled() => return,
+/// When Redis' `due_ms` comes here, given Redis' time `now_us` was `then` here; the safety
+/// sleep when nothing waits.
+fn local_time(due_ms: Option<u64>, (now_us, then): (u64, Instant)) -> Instant {
+    match due_ms {
+        Some(due) => {
+            let remaining = Duration::from_micros((due * 1000).saturating_sub(now_us));
+            then + remaining.min(BOSS_SAFETY_SLEEP)
+        }
+        None => then + BOSS_SAFETY_SLEEP,
+    }
+}
+
+/// The boss's sleep until the next due time; `true` when it ends there (not woken). tokio's
+/// timer wakes up to a millisecond or two late, so the last few milliseconds are slept on a
+/// blocking-pool thread, whose sleep is precise to tens of microseconds. Wake-ups still
+/// interrupt the long part; an announcement that a claim (here or elsewhere) took what was
+/// due moves the sleep to the next due time it names, with no call.
+async fn sleep_to_due(
+    topic: &TopicRuntime,
+    mut deadline: Instant,
+    clock: (u64, Instant),
+    race: &mut Race,
+) -> bool {
+    loop {
+        let target = if race.defer {
+            deadline + DEFER
+        } else {
+            deadline
+        };
+        if let Some(coarse) = target.checked_sub(PRECISE_TAIL) {
+            if coarse > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(coarse) => {}
+                    _ = topic.wake_boss.notified() => return false,
+                    _ = topic.claimed.notified() => {
+                        let (next_ms, at_us) = topic.claimed_next();
+                        if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {
+                            race.defer = true;
+                        }
+                        // Only news after this boss's own last claim moves its sleep.
+                        if at_us > race.claimed_us {
+                            deadline = local_time(next_ms, clock);
+                        }
+                        continue;
+                    }
+                    _ = topic.stop.cancelled() => return false,
+                }
             }
         }
-    }
-    let tail = deadline.saturating_duration_since(Instant::now());
-    if !tail.is_zero() {
-        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(tail)).await;
+        let tail = target.saturating_duration_since(Instant::now());
+        if !tail.is_zero() {
+            let _ = tokio::task::spawn_blocking(move || std::thread::sleep(tail)).await;
+        }
+        return true;
     }
 }

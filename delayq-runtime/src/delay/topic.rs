@@ -1,5 +1,6 @@
 //! One listener's topic at run time: what its boss, back pool and workers share.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,13 @@ pub(crate) struct TopicRuntime {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
     pub(crate) wake_back: Notify,
+    /// What the last wake-ups of the back pool asked for: the earliest ack deadline announced
+    /// (Redis ms), 0 for "look now", `u64::MAX` for nothing (see [`back_at`](Self::back_at)).
+    back_wanted: AtomicU64,
+    /// A claim (in any process) took what was due: [`claimed_next`](Self::claimed_next).
+    pub(crate) claimed: Notify,
+    /// The last announcement: (when to look next, ms or -1; the claim's time, µs).
+    claimed_next: std::sync::Mutex<(i64, u64)>,
     /// Deliveries claimed here and not yet settled, handed back at shutdown.
     pub(crate) books: Arc<TopicBooks>,
     /// Cancelled when the runtime stops claiming.
@@ -43,6 +51,44 @@ pub(crate) struct TopicRuntime {
 }
 
 impl TopicRuntime {
+    /// Wakes the back pool to look now.
+    pub(crate) fn wake_back_now(&self) {
+        self.back_wanted.store(0, Ordering::Relaxed);
+        self.wake_back.notify_one();
+    }
+
+    /// Tells the back pool that a claim with ack deadline `deadline_ms` (Redis' clock) landed
+    /// in an empty `inflight`: it need look only then, unless it looks earlier anyway. So a
+    /// claim in one process costs the other processes' back pools nothing until its deadline
+    /// (by when it is usually settled).
+    pub(crate) fn wake_back_at(&self, deadline_ms: u64) {
+        self.back_wanted.fetch_min(deadline_ms, Ordering::Relaxed);
+        self.wake_back.notify_one();
+    }
+
+    /// A claim made at `at_us` (Redis µs) took all that was due; the next look is at
+    /// `next_ms` (Redis ms, -1: nothing waits).
+    pub(crate) fn announce_claimed(&self, next_ms: i64, at_us: u64) {
+        *self.claimed_next.lock().unwrap_or_else(|p| p.into_inner()) = (next_ms, at_us);
+        self.claimed.notify_one();
+    }
+
+    /// The last announcement: (when to look next, ms, `None` when nothing waits; the claim's
+    /// time, µs).
+    pub(crate) fn claimed_next(&self) -> (Option<u64>, u64) {
+        let (next, at) = *self.claimed_next.lock().unwrap_or_else(|p| p.into_inner());
+        (u64::try_from(next).ok(), at)
+    }
+
+    /// What the wake-ups since the last call asked for: `None` to look now, or the earliest
+    /// deadline announced.
+    pub(crate) fn back_at(&self) -> Option<u64> {
+        match self.back_wanted.swap(u64::MAX, Ordering::Relaxed) {
+            0 | u64::MAX => None,
+            at => Some(at),
+        }
+    }
+
     pub(crate) fn new(
         registration: &'static ListenerRegistration,
         options: ListenerOptions,
@@ -60,6 +106,9 @@ impl TopicRuntime {
             slots: Arc::new(Semaphore::new(options.concurrency as usize)),
             wake_boss: Notify::new(),
             wake_back: Notify::new(),
+            back_wanted: AtomicU64::new(u64::MAX),
+            claimed: Notify::new(),
+            claimed_next: std::sync::Mutex::new((-1, 0)),
             books: Arc::default(),
             stop,
             abort,

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{RedisConn, WAKE_BACK};
+use delayq_core::protocol::{RedisConn, WAKE_BACK, WAKE_CLAIMED};
 use futures_util::StreamExt;
 use redis::PushKind;
 use tokio_util::sync::CancellationToken;
@@ -55,17 +55,36 @@ impl Routes {
         else {
             return;
         };
-        if kind == WAKE_BACK {
-            topic.wake_back.notify_one();
-        } else {
-            topic.wake_boss.notify_one();
+        match kind.strip_prefix(WAKE_BACK) {
+            // `i<deadline ms>`: a claim landed in an empty `inflight`, due back then.
+            Some(deadline) => match std::str::from_utf8(deadline)
+                .ok()
+                .and_then(|d| d.parse().ok())
+            {
+                Some(ms) => topic.wake_back_at(ms),
+                None => topic.wake_back_now(),
+            },
+            None => match kind.strip_prefix(WAKE_CLAIMED) {
+                // `c<next ms or -1>`: a claim took what was due.
+                Some(rest) => {
+                    let parsed = std::str::from_utf8(rest)
+                        .ok()
+                        .and_then(|r| r.split_once(':'))
+                        .and_then(|(n, at)| Some((n.parse().ok()?, at.parse().ok()?)));
+                    match parsed {
+                        Some((next, at)) => topic.announce_claimed(next, at),
+                        None => topic.wake_boss.notify_one(),
+                    }
+                }
+                None => topic.wake_boss.notify_one(),
+            },
         }
     }
 
     /// Everything announced before a (re)subscription was missed: the topic looks once.
     fn wake(topic: &TopicRuntime) {
         topic.wake_boss.notify_one();
-        topic.wake_back.notify_one();
+        topic.wake_back_now();
     }
 
     fn wake_all(&self) {

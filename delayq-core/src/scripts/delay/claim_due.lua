@@ -8,7 +8,8 @@
 -- the boss declares that bucket on its next call, so that it can be promoted); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
 -- comes back with 'orphan' (dropped); one that does not parse with 'corrupt' (moved to the
--- dead letters untouched).
+-- dead letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
+-- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
 local now = math.floor(now_micros / 1000)
 promote(now)
@@ -49,10 +50,18 @@ if #ids > 0 then
     redis.call('HSET', KEYS[3], unpack(envelopes))
   end
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
-  if inflight_was_empty and #scores > 0 then wake(WAKE_BACK) end
+  -- With the deadline: other processes' back pools need look only then.
+  if inflight_was_empty and #scores > 0 then
+    wake(WAKE_BACK .. string.format('%d', deadline))
+  end
 end
 far_flush()
 local next, head = next_due()
 out[2] = next
 out[3] = head or -1
+-- Took messages and nothing more is due: the other processes' bosses, asleep to the same due
+-- time, learn when to look next instead of claiming for nothing.
+if #ids > 0 and (next == -1 or next > now) then
+  wake(WAKE_CLAIMED .. string.format('%d:%d', next, now_micros))
+end
 return out

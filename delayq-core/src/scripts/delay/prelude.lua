@@ -103,7 +103,13 @@ end
 
 -- What a wake-up tells the runtime (its Rust twins are in scripts.rs).
 local WAKE_BOSS = 'd' -- the head of `delayed` moved earlier: the boss looks again
-local WAKE_BACK = 'i' -- a claim landed in an empty `inflight`: the back pool schedules it
+-- A claim landed in an empty `inflight` (`i<its ack deadline, ms>`, from claim_due), or
+-- claims' deadlines moved (`i` alone: the back pool looks now).
+local WAKE_BACK = 'i'
+-- A claim took what was due (`c<when to look next, ms, or -1>:<the claim's time, µs>`, from
+-- claim_due): a boss
+-- that slept to the same due time sleeps to the new one instead of claiming for nothing.
+local WAKE_CLAIMED = 'c'
 
 -- Publishes a wake-up of `kind` on the topic's wake channel (ARGV[1], with ARGV[2]).
 local function wake(kind)
