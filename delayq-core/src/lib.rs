@@ -54,7 +54,9 @@ pub use lease::{LeaderLease, Leadership};
 pub use names::validate_topic;
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
-pub use schedule::{CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, MIN_EVERY};
+pub use schedule::{
+    CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, MIN_EVERY, STALLED_AFTER,
+};
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;
 
@@ -74,7 +76,8 @@ pub mod protocol {
     pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
     pub use crate::schedule::{
-        tick_id, Produced, ScheduleState, CHANGED as SCHEDULES_CHANGED, MISSED_AFTER_MS,
+        tick_id, IndexChanges, Produced, RecordRead, ScheduleState, CHANGED as SCHEDULES_CHANGED,
+        MISSED_AFTER_MS, RECORDS_PER_CALL, WAKE_SCHEDULES,
     };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,

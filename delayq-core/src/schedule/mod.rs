@@ -22,10 +22,14 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
-pub use produce::{Produced, ScheduleState, MISSED_AFTER_MS};
-pub use records::tick_id;
+pub use produce::{Produced, RecordRead, ScheduleState, MISSED_AFTER_MS};
+pub use records::{tick_id, IndexChanges, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
-pub use store::{ScheduleInfo, TickOutcome};
+pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
+
+/// What a schedule's change publishes on its topic's wake-up channel (beside the delay
+/// queue's `d` and `i`): the runtimes listening there read the index's changes at once.
+pub const WAKE_SCHEDULES: &[u8] = b"s";
 
 /// Notified when this process upserts or removes a schedule, so that its runtime's producer
 /// looks again at once (other processes' changes are found by polling the index's version).

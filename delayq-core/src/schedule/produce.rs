@@ -56,7 +56,41 @@ pub enum Produced {
     },
 }
 
+/// A schedule's record as read by its producers.
+#[derive(Debug, Clone)]
+pub enum RecordRead {
+    /// There is none (removed, or moved to another topic).
+    Gone,
+    /// It is usable.
+    Ok(Box<ScheduleState>),
+    /// It cannot be used (edited by hand, or written by a newer delayq): its producers skip it
+    /// and say why, and the others go on.
+    Broken {
+        /// Whether a `#[scheduled]` fn owns it (its `owner` field says `code`).
+        from_code: bool,
+        /// What is wrong with it.
+        error: String,
+    },
+}
+
+impl RecordRead {
+    fn of(name: &str, keys: TopicKeys, fields: &Fields) -> Self {
+        match ScheduleState::from_fields(name, keys, fields) {
+            Ok(state) => RecordRead::Ok(Box::new(state)),
+            Err(error) => RecordRead::Broken {
+                from_code: fields.get("owner").is_some_and(|o| o == "code"),
+                error: error.to_string(),
+            },
+        }
+    }
+}
+
 impl ScheduleState {
+    /// The topic its ticks go to.
+    pub fn topic(&self) -> &str {
+        &self.keys.topic
+    }
+
     fn from_fields(name: &str, keys: TopicKeys, fields: &Fields) -> Result<Self> {
         let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
         let schedule = Schedule::from_stored(get("kind"), get("spec"), get("tz"), get("catch_up"))?;
@@ -186,6 +220,43 @@ impl Producer {
             None => Ok(None),
             Some((keys, fields)) => ScheduleState::from_fields(name, keys, &fields).map(Some),
         }
+    }
+
+    /// The same as a [`RecordRead`]: `Err` only when Redis fails.
+    #[doc(hidden)]
+    pub async fn schedule_record(&self, name: &str, topic: &str) -> Result<RecordRead> {
+        Ok(match self.record_fields(name, topic).await? {
+            None => RecordRead::Gone,
+            Some((keys, fields)) => RecordRead::of(name, keys, &fields),
+        })
+    }
+
+    /// The records of `schedules` ((name, topic) as the index says) as producers see them,
+    /// read in pipelines (see [`RECORDS_PER_CALL`](super::RECORDS_PER_CALL)), in the order
+    /// asked. A record that cannot be used is [`RecordRead::Broken`], never an error of the
+    /// call: one bad record must not keep the others from being read.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    #[doc(hidden)]
+    pub async fn schedule_records(
+        &self,
+        schedules: &[(String, String)],
+    ) -> Result<Vec<RecordRead>> {
+        Ok(self
+            .records_fields(schedules)
+            .await?
+            .into_iter()
+            .zip(schedules)
+            .map(|(read, (name, _))| match read {
+                Ok(None) => RecordRead::Gone,
+                Ok(Some((keys, fields))) => RecordRead::of(name, keys, &fields),
+                Err(error) => RecordRead::Broken {
+                    from_code: false,
+                    error,
+                },
+            })
+            .collect())
     }
 
     /// Writes the ticks of `state` due up to `now_ms + lead_ms` (Redis' clock), applying the

@@ -178,13 +178,17 @@ impl RuntimeBuilder {
             redis_watch.clone(),
             &config.components,
             (&topics, &streams),
+            tick_producer.as_ref().map(|t| t.failing()),
         ));
         let (subscribed, ready) = tokio::sync::oneshot::channel();
         let mut tasks = Vec::new();
         if !topics.is_empty() {
             tasks.push(tokio::spawn(run_subscriber(
                 conn.clone(),
-                topics.clone(),
+                (
+                    topics.clone(),
+                    tick_producer.as_ref().map(|t| t.wake_handle()),
+                ),
                 stop.clone(),
                 subscribed,
                 redis_watch,
