@@ -176,39 +176,43 @@ impl Producer {
     pub async fn schedule_changes(&self, since: Option<u64>) -> Result<IndexChanges> {
         let ns = self.namespace();
         let (version, changes) = (version_key(ns), changes_key(ns));
-        let from = since.map_or("-inf".to_string(), |s| format!("({s}"));
-        let mut pipe = redis::pipe();
-        pipe.cmd("GET")
-            .arg(&version)
-            .cmd("ZRANGEBYSCORE")
-            .arg(&changes)
-            .arg(&from)
+        let version = &version;
+        let now: Option<u64> = self
+            .conn
+            .run(|mut c| async move { redis::cmd("GET").arg(version).query_async(&mut c).await })
+            .await?;
+        let now = now.unwrap_or(0);
+        // Unchanged (every poll of an idle runtime): one command.
+        if since == Some(now) {
+            return Ok(IndexChanges::Unchanged);
+        }
+        // The log holds every change after `s` while `s` is recent (and not from before a
+        // flush that reset the version).
+        let Some(s) = since.filter(|s| *s < now && now - *s <= CHANGES_KEPT) else {
+            return Ok(IndexChanges::Reread { version: now });
+        };
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(&changes)
+            .arg(format!("({s}"))
             .arg("+inf")
             .arg("WITHSCORES")
             .arg("LIMIT")
             .arg(0)
             .arg(CHANGES_KEPT);
-        let pipe = &pipe;
-        let (now, log): (Option<u64>, Vec<(String, u64)>) = self
+        let cmd = &cmd;
+        let log: Vec<(String, u64)> = self
             .conn
-            .run(|mut c| async move { pipe.query_async(&mut c).await })
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
             .await?;
-        let now = now.unwrap_or(0);
-        Ok(match since {
-            Some(s) if s == now => IndexChanges::Unchanged,
-            // The log holds every change after `s` when it reaches the present version (a
-            // writer of an older delayq bumps the version without logging) and `s` is recent.
-            Some(s)
-                if s < now
-                    && now - s <= CHANGES_KEPT
-                    && log.iter().map(|(_, v)| *v).max() == Some(now) =>
-            {
-                IndexChanges::Changed {
-                    version: now,
-                    names: log.into_iter().map(|(name, _)| name).collect(),
-                }
+        // A writer of an older delayq bumps the version without logging: the log then does not
+        // reach the present version, and only a whole read is sure.
+        Ok(if log.iter().map(|(_, v)| *v).max() >= Some(now) {
+            IndexChanges::Changed {
+                version: log.iter().map(|(_, v)| *v).max().unwrap_or(now),
+                names: log.into_iter().map(|(name, _)| name).collect(),
             }
-            _ => IndexChanges::Reread { version: now },
+        } else {
+            IndexChanges::Reread { version: now }
         })
     }
 
@@ -259,7 +263,16 @@ impl Producer {
         }
         let mut out: Vec<RecordFields> = vec![Ok(None); schedules.len()];
         for (topic, all) in by_topic {
-            let keys = TopicKeys::on(&self.conn, self.namespace(), topic)?;
+            // A topic no producer could have written (a hand-edited index): its records' error.
+            let keys = match TopicKeys::on(&self.conn, self.namespace(), topic) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    for i in all {
+                        out[i] = Err(e.to_string());
+                    }
+                    continue;
+                }
+            };
             for batch in all.chunks(RECORDS_PER_CALL) {
                 let mut pipe = redis::pipe();
                 pipe.ignore_errors();

@@ -283,6 +283,39 @@ impl Producer {
         Ok(out)
     }
 
+    /// The schedules that are [stalled](ScheduleInfo::stalled) now, by name: the index and
+    /// each record's `next` only, in pipelines (what a runtime's gauges read each period).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    #[doc(hidden)]
+    pub async fn stalled_schedules(&self) -> Result<Vec<String>> {
+        let index: Vec<(String, String)> = self
+            .schedule_index()
+            .await?
+            .into_iter()
+            .filter(|(name, topic)| {
+                validate_name("schedule", name).is_ok()
+                    && TopicKeys::on(&self.conn, self.namespace(), topic).is_ok()
+            })
+            .collect();
+        let now = self.redis_now_ms().await?;
+        let stall_ms = STALLED_AFTER.as_millis() as u64;
+        let records = self.records_some_fields(&index, Some(&["next"])).await?;
+        Ok(index
+            .into_iter()
+            .zip(records)
+            .filter(|(_, read)| match read {
+                Ok(None) => false, // removed meanwhile
+                Ok(Some((_, fields))) => {
+                    field_ms(fields, "next").is_none_or(|n| n.saturating_add(stall_ms) < now)
+                }
+                Err(_) => true,
+            })
+            .map(|((name, _), _)| name)
+            .collect())
+    }
+
     /// Schedule `name`, if there is one (a record that cannot be used: with its
     /// [`error`](ScheduleInfo::error)).
     ///
