@@ -15,7 +15,8 @@
 //!
 //! A record that cannot be used (edited by hand, written by a newer delayq) is skipped, with
 //! an error in the log and in health, and read again with backoff (from 1 s, doubling to a
-//! minute): it never stops start or the other schedules.
+//! minute): it never stops start or the other schedules. A schedule whose write fails is tried
+//! again with backoff of its own (from 100 ms, doubling to 5 s), the others going on.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -42,10 +43,14 @@ const POLL_WITHOUT: Duration = Duration::from_secs(60);
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Tick writes in flight at once when several schedules are due together.
 const WRITES_IN_FLIGHT: usize = 32;
-/// A record that cannot be used, or whose writes fail, is tried again after this, doubling up
-/// to `RETRY_LAST`.
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_LAST: Duration = Duration::from_secs(60);
+/// A record that cannot be used is read again after this, doubling up to `BROKEN_LAST` (at
+/// most a command a second for a record that stays broken).
+const BROKEN_FIRST: Duration = Duration::from_secs(1);
+const BROKEN_LAST: Duration = Duration::from_secs(60);
+/// A schedule whose write failed (Redis' trouble, most likely passing) is tried again after
+/// this, doubling up to `FAILED_LAST`, like the runtime's other Redis calls.
+const FAILED_FIRST: Duration = Duration::from_millis(100);
+const FAILED_LAST: Duration = Duration::from_secs(5);
 /// The producer looks at least this often (a guard against a clock step).
 const LOOK_AT_LEAST: Duration = Duration::from_secs(10);
 
@@ -260,22 +265,25 @@ impl Reader {
     }
 }
 
-/// A schedule not tried before `at` (its record cannot be used, or its writes failed).
+/// A schedule not tried before `at` (its record cannot be used, or its writes failed): the
+/// delay doubles from its first up to `last`.
 struct Backoff {
     at: Instant,
     delay: Duration,
+    last: Duration,
 }
 
 impl Backoff {
-    fn first() -> Self {
+    fn new(first: Duration, last: Duration) -> Self {
         Backoff {
-            at: Instant::now() + RETRY_FIRST,
-            delay: RETRY_FIRST,
+            at: Instant::now() + first,
+            delay: first,
+            last,
         }
     }
 
     fn again(&mut self) {
-        self.delay = (self.delay * 2).min(RETRY_LAST);
+        self.delay = (self.delay * 2).min(self.last);
         self.at = Instant::now() + self.delay;
     }
 }
@@ -411,7 +419,7 @@ impl Producer {
                             name,
                             Broken {
                                 topic,
-                                backoff: Backoff::first(),
+                                backoff: Backoff::new(BROKEN_FIRST, BROKEN_LAST),
                             },
                         );
                     }
@@ -480,7 +488,8 @@ impl Producer {
                     match self.paused.get_mut(&name) {
                         Some(p) => p.again(),
                         None => {
-                            self.paused.insert(name.clone(), Backoff::first());
+                            self.paused
+                                .insert(name.clone(), Backoff::new(FAILED_FIRST, FAILED_LAST));
                         }
                     }
                     self.known.insert(name, state);
