@@ -187,7 +187,7 @@ async fn cli_lists_ten_thousand_schedules_within_a_second() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cli_shows_a_stalled_schedule_and_refuses_to_remove_a_code_one_without_force() {
+async fn cli_shows_a_stalled_schedule() {
     let server = RedisServer::start();
     let url = server.url();
     let p = producer(&server).await;
@@ -227,7 +227,13 @@ async fn cli_shows_a_stalled_schedule_and_refuses_to_remove_a_code_one_without_f
     assert!(orphan.contains("stalled"), "{}", run.stdout);
     let fresh = run.stdout.lines().find(|l| l.contains("fresh")).unwrap();
     assert!(!fresh.contains("stalled"), "{}", run.stdout);
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_refuses_to_remove_a_code_schedule_without_force() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let p = producer(&server).await;
     // A #[scheduled] fn's schedule comes back at the next start: refused without --force.
     p.upsert_code_schedule(
         "cli.code",
