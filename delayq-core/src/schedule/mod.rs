@@ -8,10 +8,12 @@
 //!
 //! - `calendar.rs`: when ticks fall (croner patterns in jiff time zones, or an interval).
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
-//! - `records.rs`: the records and the index, and reading them.
+//! - `records.rs`: the records, the index with its version and change log, and reading them
+//!   (in pipelines).
 //! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
 //! - `produce.rs`: writing the ticks that are due (the runtime calls it).
-//! - `scripts/schedule/upsert.lua`; the ticks themselves: `scripts/delay/tick.lua`.
+//! - `scripts/schedule/upsert.lua` and `index.lua`; the ticks themselves:
+//!   `scripts/delay/tick.lua`.
 
 mod calendar;
 mod produce;
@@ -31,6 +33,7 @@ pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 /// queue's `d` and `i`): the runtimes listening there read the index's changes at once.
 pub const WAKE_SCHEDULES: &[u8] = b"s";
 
-/// Notified when this process upserts or removes a schedule, so that its runtime's producer
-/// looks again at once (other processes' changes are found by polling the index's version).
+/// Notified when this process upserts or removes a schedule, so that its runtimes' readers
+/// look again at once (other processes' changes reach them over the topic's wake-up channel,
+/// [`WAKE_SCHEDULES`], and the index's version is polled as a safety net).
 pub static CHANGED: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);

@@ -1,7 +1,10 @@
 //! Where schedules live: one record (a HASH) per schedule in its topic's slot,
 //! `ns:{topic}:schedule:<name>`, so that a tick can be fenced on it in the topic's own
-//! script; and an index `ns:registry:{schedules}` (name → topic) with a version counter
-//! beside it (same slot) that runtimes poll to learn of changes.
+//! script; and an index `ns:registry:{schedules}` (name → topic) with, beside it (same slot),
+//! a version counter and a change log (name → the version of its last change), all three
+//! written at once by `index.lua`. A runtime reads the whole index once, then only what the
+//! log names since the version it saw; it learns of a change over the topic's wake-up channel
+//! (`WAKE_SCHEDULES`) and, as a safety net, by polling the version.
 
 use std::collections::HashMap;
 
@@ -12,7 +15,7 @@ use crate::names::validate_name;
 use crate::producer::Producer;
 
 /// The index of a namespace's schedules: HASH name → topic. It shares a hash tag with its
-/// version, so that both change in one pipeline on a cluster too.
+/// version and change log, so that `index.lua` changes all three on a cluster too.
 pub(crate) fn index_key(namespace: &str) -> String {
     format!("{namespace}:registry:{{schedules}}")
 }
