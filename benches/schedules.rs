@@ -12,6 +12,10 @@
 //!   this process, on one server and namespace, each with its own connections) over 200
 //!   ticks; Redis commands per tick, all of them, by command (`INFO commandstats`), and how
 //!   many ticks ran twice (none may).
+//! - many: 100,000 dynamic schedules an hour away (written by hand, in pipelines) on a topic
+//!   the runtime listens on, and one `every = "1s"` there: how long `spawn` takes, and how
+//!   many of 15 ticks of the 1 s schedule run on time while another schedule is upserted once
+//!   a second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -47,6 +51,26 @@ async fn procs_tick(tick: Tick) {
 
 #[delay_listener(topic = "bench.idle")]
 async fn idle(_msg: u8) {}
+
+/// The due times (ms) of the ticks of `bench.many`'s 1 s schedule (payload 1), and how late
+/// each ran.
+static PULSE: Mutex<Vec<(u64, i64)>> = Mutex::new(Vec::new());
+
+#[delay_listener(topic = "bench.many")]
+async fn many(msg: delayq_runtime::Message<u8>) {
+    if *msg.payload() == 1 {
+        let due = msg.due_at();
+        let late = match SystemTime::now().duration_since(due) {
+            Ok(d) => d.as_millis() as i64,
+            Err(e) => -(e.duration().as_millis() as i64),
+        };
+        let due_ms = due
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        PULSE.lock().unwrap().push((due_ms, late));
+    }
+}
 
 fn percentile(sorted: &[i64], p: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
@@ -180,6 +204,112 @@ async fn processes(n: usize) {
     );
 }
 
+/// Writes `n` schedule records an hour away (every hour) on `topic`, and their index
+/// entries, in pipelines of 1,000.
+fn idle_records(server: &RedisServer, topic: &str, n: usize) {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    let next = (s * 1_000 + us / 1_000 + 3_600_000).to_string();
+    let mut c = server.connection();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            let name = format!("bench.many.{i:06}");
+            pipe.cmd("HSET")
+                .arg(format!("delayq:{{{topic}}}:schedule:{name}"))
+                .arg(&[
+                    ("kind", "every"),
+                    ("spec", "3600000"),
+                    ("tz", "UTC"),
+                    ("catch_up", "last"),
+                    ("owner", "dynamic"),
+                    ("topic", topic),
+                    ("payload", "0"),
+                    ("next", &next),
+                    ("anchor", &next),
+                    ("missed", "0"),
+                ])
+                .ignore();
+            pipe.cmd("HSET")
+                .arg("delayq:registry:{schedules}")
+                .arg(&name)
+                .arg(topic)
+                .ignore();
+        }
+        let _: () = pipe.query(&mut c).unwrap();
+    }
+}
+
+async fn many_schedules() {
+    const N: usize = 100_000;
+    let server = RedisServer::start();
+    let p = delayq_dev::producer(&server).await;
+    p.upsert_schedule(
+        "bench.pulse",
+        Schedule::every(Duration::from_secs(1)).unwrap(),
+        "bench.many",
+        &1u8,
+    )
+    .await
+    .unwrap();
+    let written = std::time::Instant::now();
+    idle_records(&server, "bench.many", N);
+    let written = written.elapsed();
+    let started = std::time::Instant::now();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["bench.many"])
+        .spawn()
+        .await
+        .unwrap();
+    let spawn = started.elapsed();
+    // Past the first ticks, then 15 s with an upsert each second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now_ms = || {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    let from = now_ms();
+    server.reset_stats();
+    for i in 0..15u64 {
+        p.upsert_schedule(
+            "bench.changing",
+            Schedule::every(Duration::from_millis(3_600_000 + i * 1_000)).unwrap(),
+            "bench.many",
+            &0u8,
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let to = from + 15_000;
+    // The last tick's time may be just before `to`: let it run.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (total, by) = commands(&server);
+    rt.shutdown().await.unwrap();
+    let ticks: Vec<(u64, i64)> = PULSE
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(due, _)| *due >= from && *due < to)
+        .copied()
+        .collect();
+    let on_time = ticks.iter().filter(|(_, late)| *late < 1_000).count();
+    let worst = ticks.iter().map(|(_, late)| *late).max().unwrap_or(0);
+    println!(
+        "many: {N} schedules written by hand in {written:?}; spawn took {spawn:?}; the 1 s schedule ran {} of 15 ticks ({on_time} less than 1 s late, worst {worst} ms) under an upsert a second",
+        ticks.len()
+    );
+    let hgetall = by
+        .iter()
+        .find(|(n, _)| n == "hgetall")
+        .map_or(0, |(_, n)| *n);
+    println!(
+        "many: {total} Redis commands over those 15 s ({hgetall} HGETALL: records read), {by:?}"
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args()
@@ -197,5 +327,8 @@ async fn main() {
         for n in [1, 4, 8] {
             processes(n).await;
         }
+    }
+    if all || args.iter().any(|a| a == "many") {
+        many_schedules().await;
     }
 }

@@ -126,7 +126,10 @@ async fn an_upsert_racing_production_fences_out_the_old_spec() {
         "the old spec produced {got:?}; the record's next is now {next} (A's next was {a_next})"
     );
     assert_eq!(next, a_next, "the old spec moved next");
-    // Refreshed in place: the next call produces B's ticks.
+    // A new generation: the caller reads the record again (as runtimes do), then produces B's
+    // ticks.
+    assert_eq!(got, Produced::Changed);
+    let mut old = p.schedule_state("gen").await.unwrap().unwrap();
     let got = p.produce_ticks(&mut old, a_next, LEAD).await.unwrap();
     assert_eq!(
         got,

@@ -117,9 +117,15 @@ pub(crate) enum ConfigCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ScheduleCommand {
     /// Removes a schedule (exit 1 when there is none). A tick already written, at most about a
-    /// second ahead of its time, still runs; a `#[scheduled]` fn's schedule is written again when
-    /// a runtime that has it starts.
-    Remove { name: String },
+    /// second ahead of its time, still runs. A `#[scheduled]` fn's schedule is written again when
+    /// a runtime that has it starts, so it is refused (exit 2) without --force.
+    Remove {
+        name: String,
+        /// Remove a `#[scheduled]` fn's schedule too (it comes back when a runtime that has the
+        /// fn starts).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

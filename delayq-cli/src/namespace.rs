@@ -92,19 +92,20 @@ pub(crate) async fn all_rooms(p: &Producer) -> Result<Vec<Entry<RoomCounts>>, Fa
     Ok(out)
 }
 
-/// Every schedule of the namespace.
+/// Every schedule of the namespace (read in a few round trips, however many there are); one
+/// whose record cannot be used is an error row.
 pub(crate) async fn all_schedules(p: &Producer) -> Result<Vec<Entry<ScheduleInfo>>, Failure> {
-    let mut out = Vec::new();
-    for (name, _) in p.schedule_index().await? {
-        let read = match p.schedule(&name).await {
-            Ok(Some(info)) => Ok(info),
-            // Removed meanwhile.
-            Ok(None) => continue,
-            Err(e) => Err(e.to_string()),
-        };
-        out.push(Entry { name, read });
-    }
-    Ok(out)
+    Ok(p.schedules()
+        .await?
+        .into_iter()
+        .map(|info| Entry {
+            name: info.name.clone(),
+            read: match &info.error {
+                Some(error) => Err(error.clone()),
+                None => Ok(info),
+            },
+        })
+        .collect())
 }
 
 /// What `dead replay` and `dead purge` (and the dashboard's buttons) do.

@@ -465,3 +465,41 @@ fn dashboard_refuses_a_short_token_and_a_bad_host_name() {
         assert!(stderr.contains(says), "{stderr}");
     }
 }
+
+/// A poll of the page never starts while the last one runs: with Redis' replies held back
+/// (each overview then takes longer than the 2 s between polls), at most one `/api/overview`
+/// is in flight at any time.
+#[test]
+fn dashboard_polls_never_overlap() {
+    let server = RedisServer::start();
+    let proxy = delayq_dev::BlackholeProxy::start(server.port());
+    let board = dashboard(&proxy.url(), &[]);
+    let mut browser = DevTools::open(&board.url(), (1200, 900));
+    browser.wait_for(
+        "document.getElementById('status').textContent.startsWith('updated')",
+        Duration::from_secs(10),
+    );
+    // Counts the overviews in flight, from now on.
+    browser.eval(
+        "window.inFlight = 0; window.mostInFlight = 0; window.overviews = 0; \
+         const plain = window.fetch; \
+         window.fetch = (path, opts) => { \
+           const overview = String(path).includes('/api/overview'); \
+           if (overview) { inFlight++; overviews++; mostInFlight = Math.max(mostInFlight, inFlight); } \
+           return plain(path, opts).finally(() => { if (overview) inFlight--; }); \
+         }; true",
+    );
+    proxy.delay_replies(Duration::from_millis(1_500));
+    std::thread::sleep(Duration::from_secs(9));
+    let most = browser.eval("window.mostInFlight");
+    let overviews = browser.eval("window.overviews");
+    assert!(
+        overviews.as_u64().unwrap() >= 1,
+        "no poll in 9 s: {overviews}"
+    );
+    assert_eq!(
+        most.as_u64(),
+        Some(1),
+        "overviews in flight at once (of {overviews})"
+    );
+}

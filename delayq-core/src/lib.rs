@@ -56,7 +56,7 @@ pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
 pub use schedule::{
     CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
-    MIN_EVERY,
+    MIN_EVERY, STALLED_AFTER,
 };
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;
@@ -77,7 +77,8 @@ pub mod protocol {
     pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
     pub use crate::schedule::{
-        tick_id, tick_time, Produced, ScheduleState, CHANGED as SCHEDULES_CHANGED,
+        tick_id, tick_time, IndexChanges, Produced, RecordRead, ScheduleState,
+        CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,
     };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,

@@ -101,8 +101,8 @@ pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener}
 pub use handler::{AckMode, AfterRun, Auto, Manual};
 pub use handler::{Decode, Handler, Inbound, ListenerReturn};
 pub use runtime::{
-    start, ComponentConfig, EffectiveConfig, Health, ListenerHealth, ListenerState, RedisHealth,
-    Runtime, RuntimeBuilder, RuntimeHandle, Setting,
+    start, ComponentConfig, EffectiveConfig, FailingSchedule, Health, ListenerHealth,
+    ListenerState, RedisHealth, Runtime, RuntimeBuilder, RuntimeHandle, Setting,
 };
 pub use schedule::Tick;
 pub use stream::{StreamDelivery, StreamMessage};

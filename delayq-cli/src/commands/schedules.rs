@@ -13,16 +13,34 @@ use crate::report::{self, table};
 
 /// `delayq schedules` (a table, or JSON) and `delayq schedules remove NAME`.
 pub(super) async fn run(p: &Producer, json: bool, action: Option<ScheduleCommand>) -> Outcome {
-    if let Some(ScheduleCommand::Remove { name }) = action {
-        if !p.remove_schedule(&name).await? {
-            return Err(Failure::NotFound(format!(
+    if let Some(ScheduleCommand::Remove { name, force }) = action {
+        let not_found = || {
+            Failure::NotFound(format!(
                 "no schedule {name:?} in namespace {:?}",
                 p.namespace()
+            ))
+        };
+        let Some(info) = p.schedule(&name).await? else {
+            return Err(not_found());
+        };
+        if info.from_code && !force {
+            return Err(Failure::Usage(format!(
+                "schedule {name:?} belongs to a #[scheduled] fn: the next runtime start that has \
+                 the fn writes it again. Remove the fn (or switch it off with enabled = false), \
+                 or pass --force to remove the schedule until then"
             )));
         }
-        emit(json, json!({ "removed": name }), || {
-            format!("removed schedule {name}")
-        });
+        if !p.remove_schedule(&name).await? {
+            return Err(not_found());
+        }
+        let comes_back = info.from_code.then_some(
+            " (a #[scheduled] fn's: it comes back when a runtime that has the fn starts)",
+        );
+        emit(
+            json,
+            json!({ "removed": name, "from_code": info.from_code }),
+            || format!("removed schedule {name}{}", comes_back.unwrap_or_default()),
+        );
         return Ok(());
     }
     let all = all_schedules(p).await?;

@@ -194,6 +194,7 @@ pub(crate) fn schedule_json(s: &ScheduleInfo) -> Value {
         "last_at_ms": ms_opt(s.last_at),
         "last_outcome": s.last_outcome.map(|o| o.as_str()),
         "from_code": s.from_code,
+        "stalled": s.stalled,
     })
 }
 
@@ -207,7 +208,11 @@ pub(crate) fn schedule_row(s: &ScheduleInfo, now: SystemTime) -> Vec<String> {
         s.spec.clone(),
         s.tz.clone(),
         s.topic.clone(),
-        relative_opt(s.next_at, now),
+        if s.stalled {
+            format!("{} (stalled)", relative_opt(s.next_at, now))
+        } else {
+            relative_opt(s.next_at, now)
+        },
         relative_opt(s.last_at, now),
         s.last_outcome.map_or("-", |o| o.as_str()).to_string(),
         s.catch_up.as_str().to_string(),

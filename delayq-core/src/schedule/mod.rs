@@ -9,10 +9,12 @@
 //! - `calendar.rs`: when ticks fall (cron patterns in jiff time zones, or an interval);
 //!   `civil.rs`: a cron pattern's matches on the wall clock, counted without a walk.
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
-//! - `records.rs`: the records and the index, and reading them.
+//! - `records.rs`: the records, the index with its version and change log, and reading them
+//!   (in pipelines).
 //! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
 //! - `produce.rs`: writing the ticks that are due (the runtime calls it).
-//! - `scripts/schedule/upsert.lua`; the ticks themselves: `scripts/delay/tick.lua`.
+//! - `scripts/schedule/upsert.lua` and `index.lua`; the ticks themselves:
+//!   `scripts/delay/tick.lua`.
 
 mod calendar;
 #[cfg(test)]
@@ -26,11 +28,16 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
-pub use produce::{Produced, ScheduleState};
-pub use records::{tick_id, tick_time};
+pub use produce::{Produced, RecordRead, ScheduleState};
+pub use records::{tick_id, tick_time, IndexChanges, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
-pub use store::{ScheduleInfo, TickOutcome};
+pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 
-/// Notified when this process upserts or removes a schedule, so that its runtime's producer
-/// looks again at once (other processes' changes are found by polling the index's version).
+/// What a schedule's change publishes on its topic's wake-up channel (beside the delay
+/// queue's `d` and `i`): the runtimes listening there read the index's changes at once.
+pub const WAKE_SCHEDULES: &[u8] = b"s";
+
+/// Notified when this process upserts or removes a schedule, so that its runtimes' readers
+/// look again at once (other processes' changes reach them over the topic's wake-up channel,
+/// [`WAKE_SCHEDULES`], and the index's version is polled as a safety net).
 pub static CHANGED: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);

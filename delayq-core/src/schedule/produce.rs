@@ -50,9 +50,11 @@ pub struct ScheduleState {
 pub enum Produced {
     /// The next tick is further ahead than the lead.
     NotYet,
-    /// Another process produced these ticks first, or the schedule changed: nothing to do,
-    /// the state is refreshed from the record (its next tick, or the changed spec).
+    /// Another process produced these ticks first: nothing to do, the state is refreshed
+    /// from the fence's reply (its next tick).
     Stale,
+    /// The record changed otherwise (its spec, or by hand): read it again (it may be broken).
+    Changed,
     /// The schedule is gone.
     Gone,
     /// Ticks written (`ticks`: their times), and ticks skipped by the catch-up policy.
@@ -64,7 +66,41 @@ pub enum Produced {
     },
 }
 
+/// A schedule's record as read by its producers.
+#[derive(Debug, Clone)]
+pub enum RecordRead {
+    /// There is none (removed, or moved to another topic).
+    Gone,
+    /// It is usable.
+    Ok(Box<ScheduleState>),
+    /// It cannot be used (edited by hand, or written by a newer delayq): its producers skip it
+    /// and say why, and the others go on.
+    Broken {
+        /// Whether a `#[scheduled]` fn owns it (its `owner` field says `code`).
+        from_code: bool,
+        /// What is wrong with it.
+        error: String,
+    },
+}
+
+impl RecordRead {
+    fn of(name: &str, keys: TopicKeys, fields: &Fields) -> Self {
+        match ScheduleState::from_fields(name, keys, fields) {
+            Ok(state) => RecordRead::Ok(Box::new(state)),
+            Err(error) => RecordRead::Broken {
+                from_code: fields.get("owner").is_some_and(|o| o == "code"),
+                error: error.to_string(),
+            },
+        }
+    }
+}
+
 impl ScheduleState {
+    /// The topic its ticks go to.
+    pub fn topic(&self) -> &str {
+        &self.keys.topic
+    }
+
     fn from_fields(name: &str, keys: TopicKeys, fields: &Fields) -> Result<Self> {
         let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
         let schedule = Schedule::from_stored(
@@ -204,6 +240,43 @@ impl Producer {
         }
     }
 
+    /// The same as a [`RecordRead`]: `Err` only when Redis fails.
+    #[doc(hidden)]
+    pub async fn schedule_record(&self, name: &str, topic: &str) -> Result<RecordRead> {
+        Ok(match self.record_fields(name, topic).await? {
+            None => RecordRead::Gone,
+            Some((keys, fields)) => RecordRead::of(name, keys, &fields),
+        })
+    }
+
+    /// The records of `schedules` ((name, topic) as the index says) as producers see them,
+    /// read in pipelines (see [`RECORDS_PER_CALL`](super::RECORDS_PER_CALL)), in the order
+    /// asked. A record that cannot be used is [`RecordRead::Broken`], never an error of the
+    /// call: one bad record must not keep the others from being read.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    #[doc(hidden)]
+    pub async fn schedule_records(
+        &self,
+        schedules: &[(String, String)],
+    ) -> Result<Vec<RecordRead>> {
+        Ok(self
+            .records_fields(schedules)
+            .await?
+            .into_iter()
+            .zip(schedules)
+            .map(|(read, (name, _))| match read {
+                Ok(None) => RecordRead::Gone,
+                Ok(Some((keys, fields))) => RecordRead::of(name, keys, &fields),
+                Err(error) => RecordRead::Broken {
+                    from_code: false,
+                    error,
+                },
+            })
+            .collect())
+    }
+
     /// Writes the ticks of `state` due up to `now_ms + lead_ms` (`now_ms`: the caller's
     /// estimate of Redis' clock), applying the catch-up policy to those more than the
     /// schedule's `misfire_after` late by Redis' clock (when the caller's clock is off, Redis
@@ -293,25 +366,19 @@ impl Producer {
                     gen,
                     last,
                 } => {
-                    if gen == state.gen {
-                        // Another process produced: its `next` is ours now.
-                        state.next = next.parse().map_err(|_| {
-                            Error::unexpected(
-                                "a schedule record's time",
-                                &format!("{}: next={next:?}", state.name),
-                            )
-                        })?;
-                        state.next_raw = next;
-                        state.last = last.and_then(|l| l.parse().ok()).or(state.last);
-                    } else {
-                        // The spec changed: read it.
-                        let topic = state.keys.topic.clone();
-                        match self.schedule_state_at(&state.name, &topic).await? {
-                            Some(fresh) => *state = fresh,
-                            None => return Ok(Ok(Produced::Gone)),
+                    // Another process produced: its `next` (later than ours) is ours now.
+                    // Anything else — a new generation, a `next` that is no time or went
+                    // back — is a changed record, read again by the caller.
+                    let moved_on = next.parse::<u64>().ok().filter(|n| *n > state.next);
+                    match moved_on {
+                        Some(n) if gen == state.gen => {
+                            state.next = n;
+                            state.next_raw = next;
+                            state.last = last.and_then(|l| l.parse().ok()).or(state.last);
+                            Produced::Stale
                         }
+                        _ => Produced::Changed,
                     }
-                    Produced::Stale
                 }
                 TickCall::Produced(_) => {
                     state.next = new_next;

@@ -1,7 +1,10 @@
 //! Where schedules live: one record (a HASH) per schedule in its topic's slot,
 //! `ns:{topic}:schedule:<name>`, so that a tick can be fenced on it in the topic's own
-//! script; and an index `ns:registry:{schedules}` (name → topic) with a version counter
-//! beside it (same slot) that runtimes poll to learn of changes.
+//! script; and an index `ns:registry:{schedules}` (name → topic) with, beside it (same slot),
+//! a version counter and a change log (name → the version of its last change), all three
+//! written at once by `index.lua`. A runtime reads the whole index once, then only what the
+//! log names since the version it saw; it learns of a change over the topic's wake-up channel
+//! (`WAKE_SCHEDULES`) and, as a safety net, by polling the version.
 
 use std::collections::HashMap;
 
@@ -12,7 +15,7 @@ use crate::names::validate_name;
 use crate::producer::Producer;
 
 /// The index of a namespace's schedules: HASH name → topic. It shares a hash tag with its
-/// version, so that both change in one pipeline on a cluster too.
+/// version and change log, so that `index.lua` changes all three on a cluster too.
 pub(crate) fn index_key(namespace: &str) -> String {
     format!("{namespace}:registry:{{schedules}}")
 }
@@ -20,6 +23,12 @@ pub(crate) fn index_key(namespace: &str) -> String {
 /// Bumped by every upsert and removal.
 pub(crate) fn version_key(namespace: &str) -> String {
     format!("{namespace}:registry:{{schedules}}:version")
+}
+
+/// The change log: ZSET name → the version its last upsert or removal made (`index.lua`), so
+/// that a runtime reads only the schedules that changed since the version it saw.
+pub(crate) fn changes_key(namespace: &str) -> String {
+    format!("{namespace}:registry:{{schedules}}:changes")
 }
 
 /// A schedule's record, in its topic's slot.
@@ -131,22 +140,223 @@ impl Producer {
         Ok(())
     }
 
-    /// Changes the index (`change` adds its command) and bumps its version, in one round trip
-    /// (the two share a slot); wakes this process's producers.
+    /// Sets (`Some(topic)`) or removes (`None`) schedule `name`'s index entry, bumps the
+    /// index's version and logs the change (`index.lua`); then wakes this process's producers
+    /// and, over each topic of `wake`'s wake-up channel, every runtime listening there (so
+    /// that a change made anywhere is taken up at once, not at the next poll).
     pub(super) async fn index_changed(
         &self,
-        change: impl FnOnce(&mut redis::Pipeline),
+        name: &str,
+        topic: Option<&str>,
+        wake: &[&str],
     ) -> Result<()> {
-        let version = version_key(self.namespace());
-        let mut pipe = redis::pipe();
-        change(&mut pipe);
-        pipe.cmd("INCR").arg(&version);
-        let pipe = &pipe;
-        let _: redis::Value = self
-            .conn
-            .run(|mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
+        let ns = self.namespace();
+        let mut inv = super::store::SCHEDULE_SCRIPTS.index.key(index_key(ns));
+        inv.key(version_key(ns))
+            .key(changes_key(ns))
+            .arg(name)
+            .arg(topic.unwrap_or(""))
+            .arg(CHANGES_KEPT);
+        let _: u64 = self.conn.run_script(inv).await?;
         super::CHANGED.notify_waiters();
+        for topic in wake {
+            let keys = TopicKeys::on(&self.conn, ns, topic)?;
+            let (publish, channel) = (keys.publish, &keys.wake);
+            // A lost wake-up costs only time (runtimes poll the version too).
+            let _: redis::RedisResult<i64> = self
+                .conn
+                .run(|mut c| async move {
+                    redis::cmd(publish)
+                        .arg(channel)
+                        .arg(super::WAKE_SCHEDULES)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await;
+        }
         Ok(())
     }
+
+    /// What changed in the index since version `since` (see [`IndexChanges`]).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    #[doc(hidden)]
+    pub async fn schedule_changes(&self, since: Option<u64>) -> Result<IndexChanges> {
+        let ns = self.namespace();
+        let (version, changes) = (version_key(ns), changes_key(ns));
+        let version = &version;
+        let now: Option<u64> = self
+            .conn
+            .run(|mut c| async move { redis::cmd("GET").arg(version).query_async(&mut c).await })
+            .await?;
+        let now = now.unwrap_or(0);
+        // Unchanged (every poll of an idle runtime): one command.
+        if since == Some(now) {
+            return Ok(IndexChanges::Unchanged);
+        }
+        // The log holds every change after `s` while `s` is recent (and not from before a
+        // flush that reset the version).
+        let Some(s) = since.filter(|s| *s < now && now - *s <= CHANGES_KEPT) else {
+            return Ok(IndexChanges::Reread { version: now });
+        };
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(&changes)
+            .arg(format!("({s}"))
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(CHANGES_KEPT);
+        let cmd = &cmd;
+        let log: Vec<(String, u64)> = self
+            .conn
+            .run(|mut c| async move { cmd.query_async(&mut c).await })
+            .await?;
+        // A writer of an older delayq bumps the version without logging: the log then does not
+        // reach the present version, and only a whole read is sure.
+        Ok(if log.iter().map(|(_, v)| *v).max() >= Some(now) {
+            IndexChanges::Changed {
+                version: log.iter().map(|(_, v)| *v).max().unwrap_or(now),
+                names: log.into_iter().map(|(name, _)| name).collect(),
+            }
+        } else {
+            IndexChanges::Reread { version: now }
+        })
+    }
+
+    /// The topics of schedules `names` in the index (`None`: not there), in one round trip.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    #[doc(hidden)]
+    pub async fn schedule_topics(&self, names: &[String]) -> Result<Vec<Option<String>>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let index = index_key(self.namespace());
+        let index = &index;
+        Ok(self
+            .conn
+            .run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(index)
+                    .arg(names)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?)
+    }
+
+    /// The records of `schedules` ((name, topic) as the index says), read in pipelines of up
+    /// to [`RECORDS_PER_CALL`] records of one topic (one slot, so a cluster takes them too);
+    /// `Ok(None)` where a record is gone, `Err(why)` where Redis refused to read one (a key of
+    /// another type under its name). The answers are in the order asked.
+    pub(crate) async fn records_fields(
+        &self,
+        schedules: &[(String, String)],
+    ) -> Result<Vec<RecordFields>> {
+        self.records_some_fields(schedules, None).await
+    }
+
+    /// The same, reading only `only` of each record's fields when given (`HMGET`: a listing
+    /// need not carry every payload).
+    pub(crate) async fn records_some_fields(
+        &self,
+        schedules: &[(String, String)],
+        only: Option<&[&str]>,
+    ) -> Result<Vec<RecordFields>> {
+        let mut by_topic: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, (_, topic)) in schedules.iter().enumerate() {
+            by_topic.entry(topic.as_str()).or_default().push(i);
+        }
+        let mut out: Vec<RecordFields> = vec![Ok(None); schedules.len()];
+        for (topic, all) in by_topic {
+            // A topic no producer could have written (a hand-edited index): its records' error.
+            let keys = match TopicKeys::on(&self.conn, self.namespace(), topic) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    for i in all {
+                        out[i] = Err(e.to_string());
+                    }
+                    continue;
+                }
+            };
+            for batch in all.chunks(RECORDS_PER_CALL) {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors();
+                for i in batch {
+                    let record = record_key(&keys, &schedules[*i].0);
+                    match only {
+                        None => pipe.cmd("HGETALL").arg(record),
+                        Some(fields) => pipe.cmd("HMGET").arg(record).arg(fields),
+                    };
+                }
+                let pipe = &pipe;
+                let read: Vec<redis::RedisResult<Fields>> = match only {
+                    None => {
+                        self.conn
+                            .run(|mut c| async move { pipe.query_async(&mut c).await })
+                            .await?
+                    }
+                    Some(fields) => {
+                        let values: Vec<redis::RedisResult<Vec<Option<String>>>> = self
+                            .conn
+                            .run(|mut c| async move { pipe.query_async(&mut c).await })
+                            .await?;
+                        values
+                            .into_iter()
+                            .map(|v| {
+                                v.map(|v| {
+                                    fields
+                                        .iter()
+                                        .zip(v)
+                                        .filter_map(|(f, v)| v.map(|v| (f.to_string(), v)))
+                                        .collect()
+                                })
+                            })
+                            .collect()
+                    }
+                };
+                for (i, fields) in batch.iter().zip(read) {
+                    out[*i] = match fields {
+                        Ok(f) if f.is_empty() => Ok(None),
+                        Ok(f) => Ok(Some((keys.clone(), f))),
+                        Err(e) => Err(format!("its record cannot be read: {e}")),
+                    };
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One record as [`Producer::records_fields`] read it.
+pub(crate) type RecordFields = std::result::Result<Option<(TopicKeys, Fields)>, String>;
+
+/// Records one pipeline reads at most.
+pub const RECORDS_PER_CALL: usize = 500;
+
+/// Versions the change log keeps: a runtime further behind reads the whole index again.
+const CHANGES_KEPT: u64 = 10_000;
+
+/// What changed in the schedule index since a version a runtime saw.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexChanges {
+    /// Nothing.
+    Unchanged,
+    /// These schedules changed (were upserted, moved or removed); the index is at `version`.
+    Changed {
+        /// The index's version now.
+        version: u64,
+        /// The schedules that changed.
+        names: Vec<String>,
+    },
+    /// Too much changed, or the log does not say (first read, or a flushed or older writer):
+    /// read the whole index again.
+    Reread {
+        /// The index's version now.
+        version: u64,
+    },
 }

@@ -1,6 +1,8 @@
 //! Wake-ups over pub/sub. Scripts publish on a topic's wake channel when a message lands
-//! earlier than the head of `delayed` or a claim lands in an empty `inflight`; one subscriber
-//! connection per runtime routes them to the sleeping boss or back pool. Idle listeners
+//! earlier than the head of `delayed` or a claim lands in an empty `inflight`, and a
+//! schedule's upsert or removal publishes on its topic's (the schedules' reader then reads the
+//! change at once); one subscriber connection per runtime routes them to the sleeping boss,
+//! back pool or schedules' reader. Idle listeners
 //! therefore issue no commands beyond this connection's keepalive PING. After a (re)connect
 //! every topic is woken once, since announcements may have been missed before the
 //! subscription.
@@ -23,9 +25,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{RedisConn, WAKE_BACK, WAKE_CLAIMED};
+use delayq_core::protocol::{RedisConn, WAKE_BACK, WAKE_CLAIMED, WAKE_SCHEDULES};
 use futures_util::StreamExt;
 use redis::PushKind;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::topic::TopicRuntime;
@@ -44,8 +47,9 @@ const STABLE_FOR: Duration = Duration::from_secs(5);
 /// At most this many `SSUBSCRIBE` calls in flight while (re)subscribing a cluster.
 const SUBSCRIBE_CONCURRENCY: usize = 64;
 
-/// Wake channel → topic.
-struct Routes(HashMap<String, Arc<TopicRuntime>>);
+/// Wake channel → topic; and the schedules' reader, woken by a change of a schedule of any
+/// of these topics (`WAKE_SCHEDULES`).
+struct Routes(HashMap<String, Arc<TopicRuntime>>, Option<Arc<Notify>>);
 
 impl Routes {
     fn deliver(&self, channel: &[u8], kind: &[u8]) {
@@ -55,6 +59,12 @@ impl Routes {
         else {
             return;
         };
+        if kind == WAKE_SCHEDULES {
+            if let Some(schedules) = &self.1 {
+                schedules.notify_one();
+            }
+            return;
+        }
         match kind.strip_prefix(WAKE_BACK) {
             // `i<deadline ms>`: a claim landed in an empty `inflight`, due back then.
             Some(deadline) => match std::str::from_utf8(deadline)
@@ -89,6 +99,9 @@ impl Routes {
 
     fn wake_all(&self) {
         self.0.values().for_each(|t| Self::wake(t));
+        if let Some(schedules) = &self.1 {
+            schedules.notify_one();
+        }
     }
 
     fn channels(&self) -> Vec<String> {
@@ -98,7 +111,7 @@ impl Routes {
 
 pub(crate) async fn run_subscriber(
     conn: RedisConn,
-    topics: Vec<Arc<TopicRuntime>>,
+    (topics, schedules): (Vec<Arc<TopicRuntime>>, Option<Arc<Notify>>),
     stop: CancellationToken,
     subscribed: tokio::sync::oneshot::Sender<()>,
     // Whether the subscription stands: the runtime's first sign that Redis is gone.
@@ -110,6 +123,7 @@ pub(crate) async fn run_subscriber(
             .iter()
             .map(|t| (t.queue.keys().wake.clone(), t.clone()))
             .collect(),
+        schedules,
     );
     let mut session = Session {
         conn: &conn,
@@ -271,6 +285,9 @@ impl Session<'_> {
                                 .and_then(|c| routes.0.get(c))
                             {
                                 Routes::wake(topic);
+                                if let Some(schedules) = &routes.1 {
+                                    schedules.notify_one();
+                                }
                             }
                         }
                         // A node connection closed: perhaps a primary died, whose slots a

@@ -16,5 +16,5 @@ mod start;
 pub use builder::{Runtime, RuntimeBuilder};
 pub use config::{ComponentConfig, EffectiveConfig, Setting};
 pub use handle::RuntimeHandle;
-pub use probe::{Health, ListenerHealth, ListenerState, RedisHealth};
+pub use probe::{FailingSchedule, Health, ListenerHealth, ListenerState, RedisHealth};
 pub use start::start;

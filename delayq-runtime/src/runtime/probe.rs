@@ -13,6 +13,7 @@ use tokio::task::AbortHandle;
 use super::config::ComponentConfig;
 use crate::delay::TopicRuntime;
 use crate::health::Health as Watch;
+use crate::schedule::FailingSchedules;
 use crate::stream::StreamRuntime;
 
 /// How long a health check waits for Redis to answer its `PING`: under Kubernetes' default
@@ -62,6 +63,23 @@ pub struct Health {
     pub redis: RedisHealth,
     /// Every listener, stream listener, schedule and leader task the runtime selected.
     pub listeners: Vec<ListenerHealth>,
+    /// The schedules this runtime would produce whose records it cannot use (edited by hand,
+    /// or written by a newer delayq), by name: it skips them and produces the others. They do
+    /// not count against readiness (no restart or rerouting mends a record; `delayq schedules`
+    /// shows them too).
+    pub failing_schedules: Vec<FailingSchedule>,
+}
+
+/// A schedule whose record its runtime cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailingSchedule {
+    /// The schedule's name.
+    pub name: String,
+    /// Since when the runtime finds it so (serialized as Unix milliseconds).
+    #[serde(serialize_with = "unix_ms")]
+    pub since: SystemTime,
+    /// What is wrong with it.
+    pub error: String,
 }
 
 /// Whether Redis answers.
@@ -133,6 +151,7 @@ pub(crate) struct Probe {
     /// Redis as the wake-up subscription and the checks' `PING`s find it.
     redis: Arc<Watch>,
     components: Vec<(Kind, String, Watched)>,
+    schedules: Option<Arc<FailingSchedules>>,
     tasks: Mutex<Vec<AbortHandle>>,
     stopping: AtomicBool,
     checks: ReadyChecks,
@@ -150,6 +169,7 @@ impl Probe {
         components: &[ComponentConfig],
         (topics, streams): (&[Arc<TopicRuntime>], &[Arc<StreamRuntime>]),
         checks: ReadyChecks,
+        schedules: Option<Arc<FailingSchedules>>,
     ) -> Self {
         let watched = |c: &ComponentConfig| {
             if !c.enabled {
@@ -174,6 +194,7 @@ impl Probe {
                 .iter()
                 .map(|c| (c.kind, c.name.clone(), watched(c)))
                 .collect(),
+            schedules,
             tasks: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             checks,
@@ -258,12 +279,21 @@ impl Probe {
                 || listeners
                     .iter()
                     .all(|l| matches!(l.state, ListenerState::Running | ListenerState::Disabled)));
+        let failing_schedules = self
+            .schedules
+            .as_ref()
+            .map(|s| s.all())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, since, error)| FailingSchedule { name, since, error })
+            .collect();
         Health {
             live,
             ready,
             stopping,
             redis,
             listeners,
+            failing_schedules,
         }
     }
 }

@@ -180,6 +180,7 @@ impl RuntimeBuilder {
             &config.components,
             (&topics, &streams),
             ready_checks,
+            tick_producer.as_ref().map(|t| t.failing()),
         ));
         // Everything that can still fail, before anything runs: start is all or nothing (a
         // failed spawn must leave no boss, reader or leader loop consuming behind it).
@@ -204,7 +205,10 @@ impl RuntimeBuilder {
         if !topics.is_empty() {
             tasks.push(tokio::spawn(run_subscriber(
                 conn.clone(),
-                topics.clone(),
+                (
+                    topics.clone(),
+                    tick_producer.as_ref().map(|t| t.wake_handle()),
+                ),
                 stop.clone(),
                 subscribed,
                 redis_watch,

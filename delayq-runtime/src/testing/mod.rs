@@ -278,6 +278,12 @@ impl TestRuntime {
                     }
                     // Refreshed from the record: go on from its next tick.
                     Produced::Stale => {}
+                    Produced::Changed => {
+                        match self.producer.schedule_state_at(&name, &topic).await? {
+                            Some(fresh) => state = fresh,
+                            None => break,
+                        }
+                    }
                     Produced::Gone | Produced::NotYet => break,
                 }
             }

@@ -1,0 +1,101 @@
+//! A schedule upserted in another process has its first tick on time in every runtime: the
+//! change is announced over its topic's wake-up channel, not found at the next poll. (A file
+//! of its own: an upsert in this process would wake its runtimes without the channel.)
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayq_dev::{sleep_ms, RedisServer, Seen};
+use delayq_runtime::{delay_listener, Runtime, Schedule};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// (due ms, delivered ms) per runtime of `iso.wake`.
+static WAKE: Seen<(u64, u64)> = Seen::new();
+
+#[delay_listener(topic = "iso.wake")]
+async fn wake_job(msg: delayq_runtime::Message<u8>) {
+    WAKE.push((ms(msg.due_at()), now_ms()));
+}
+
+/// Run as a child process by the test below (ignored otherwise): upserts the schedule
+/// `elsewhere` from a process of its own and prints its first tick's time.
+#[tokio::test]
+#[ignore = "the child process of a_schedule_upserted_in_another_process_ticks_on_time"]
+async fn upsert_from_another_process() {
+    let Ok(url) = std::env::var("ISO_UPSERT_URL") else {
+        return;
+    };
+    let p = delayq_core::Producer::connect(&url).await.unwrap();
+    let info = p
+        .upsert_schedule(
+            "elsewhere",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+            "iso.wake",
+            &7u8,
+        )
+        .await
+        .unwrap();
+    println!("UPSERTED next_at={}", ms(info.next_at.unwrap()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_upserted_in_another_process_ticks_on_time() {
+    let server = RedisServer::start();
+    let mut runtimes = Vec::new();
+    for _ in 0..2 {
+        runtimes.push(
+            Runtime::builder()
+                .redis_url(server.url())
+                .topics(["iso.wake"])
+                .spawn()
+                .await
+                .unwrap(),
+        );
+    }
+    sleep_ms(300).await;
+    let started = now_ms();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "upsert_from_another_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("ISO_UPSERT_URL", server.url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let next_at: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("UPSERTED next_at=").nth(1))
+        .unwrap_or_else(|| panic!("no upsert: {stdout}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let got = WAKE.wait_for(3, Duration::from_secs(15)).await;
+    let due: Vec<u64> = got.iter().map(|g| g.0).collect();
+    assert_eq!(
+        due,
+        [next_at, next_at + 1_000, next_at + 2_000],
+        "ticks skipped or late (upserted at +{} ms)",
+        next_at - started
+    );
+    let first_ran = got[0].1;
+    assert!(
+        first_ran <= next_at + 500,
+        "the first tick ran {} ms after its time",
+        first_ran.saturating_sub(next_at)
+    );
+    for rt in runtimes {
+        rt.shutdown().await.unwrap();
+    }
+}
