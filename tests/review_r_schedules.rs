@@ -157,3 +157,47 @@ async fn a_frequent_schedule_that_is_behind_catches_up_while_redis_is_slow() {
     let failed = results.iter().filter(|r| r.starts_with("Err")).count();
     assert_eq!(failed, 0, "calls that failed while Redis was slow: {results:#?}");
 }
+
+/// The same over a link whose replies take 20 ms (another zone): Redis is idle, both clocks
+/// are one clock, and still every call of an `every = "10ms"` schedule that is behind fails:
+/// the script's 'clock' reply carries Redis' now, but the retry reaches Redis 20 ms later,
+/// past the one-interval window the script insists on. The schedule never catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frequent_schedule_that_is_behind_catches_up_over_a_slow_link() {
+    let server = RedisServer::start();
+    let port: u16 = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let proxy = delayq_dev::BlackholeProxy::start(port);
+    let p = delayq_runtime::Producer::connect(&proxy.url()).await.unwrap();
+    let spec = Schedule::every(Duration::from_millis(10))
+        .unwrap()
+        .catch_up(CatchUp::Last);
+    p.upsert_schedule("far", spec, "rev.far", &1u8).await.unwrap();
+    let record = "delayq:{rev.far}:schedule:far";
+    proxy.delay_replies(Duration::from_millis(20));
+    let mut results = Vec::new();
+    for _ in 0..5 {
+        let now = p.redis_now_ms().await.unwrap();
+        let behind = (now - 120_000) / 10 * 10;
+        hset(&server, record, "anchor", &(behind - 3_600_000).to_string());
+        hset(&server, record, "next", &behind.to_string());
+        let mut state = p.schedule_state("far").await.unwrap().unwrap();
+        let now = p.redis_now_ms().await.unwrap();
+        let r = p.produce_ticks(&mut state, now, 1_000).await;
+        results.push(match r {
+            Ok(Produced::Ticks { ticks, skipped }) => {
+                format!("ticks: {} written, {skipped} skipped", ticks.len())
+            }
+            other => format!("{other:?}"),
+        });
+    }
+    println!("{results:#?}");
+    let failed = results.iter().filter(|r| r.starts_with("Err")).count();
+    assert_eq!(failed, 0, "calls that failed over a 20 ms link: {results:#?}");
+}
