@@ -201,3 +201,23 @@ async fn a_frequent_schedule_that_is_behind_catches_up_over_a_slow_link() {
     let failed = results.iter().filter(|r| r.starts_with("Err")).count();
     assert_eq!(failed, 0, "calls that failed over a 20 ms link: {results:#?}");
 }
+
+/// `upsert_schedule` with such an interval: the anchor `now + interval` overflows (debug: a
+/// panic in the caller's task; release: a wrapped anchor in the past).
+#[tokio::test]
+async fn upsert_of_a_huge_interval_answers_instead_of_panicking() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let joined = tokio::spawn(async move {
+        let spec = Schedule::every(Duration::MAX).unwrap();
+        p.upsert_schedule("never", spec, "rev.never", &1u8)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    match joined {
+        Ok(r) => println!("answered: {r:?}"),
+        Err(e) => panic!("upsert_schedule panicked: {e}"),
+    }
+}
