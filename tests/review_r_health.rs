@@ -1,7 +1,7 @@
-//! Review r: the health port's cap of 128 connections closes the oldest when a new one comes.
-//! Under a flood that keeps opening connections (a client that reconnects as fast as it is
-//! closed, not one that opens 2,000 and stops), a probe's own connection is among the oldest
-//! within a few milliseconds and is closed before its answer is written: probes fail.
+//! Review r: the health port's cap of 128 connections closes the oldest when a new one comes,
+//! whether or not a request is being served on it. Under a flood that keeps opening
+//! connections (not one that opens 2,000 and stops), a probe whose answer takes a few hundred
+//! ms (a readiness PING on a busy Redis) is closed before its answer is written.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
