@@ -50,7 +50,11 @@ fn reference(tz: &TimeZone, pattern: &str, from: i64, to: i64) -> Vec<i64> {
         let dt = civil(tz, u);
         let first = match tz.to_ambiguous_timestamp(dt).offset() {
             AmbiguousOffset::Fold { before, .. } => {
-                dt.to_zoned(TimeZone::fixed(before)).unwrap().timestamp().as_millisecond() == u
+                dt.to_zoned(TimeZone::fixed(before))
+                    .unwrap()
+                    .timestamp()
+                    .as_millisecond()
+                    == u
             }
             _ => true,
         };
@@ -78,20 +82,72 @@ fn ms(t: SystemTime) -> i64 {
 #[test]
 fn unusual_zones_agree_with_the_reference() {
     let zones: [(&str, &str, &str); 12] = [
-        ("Pacific/Apia", "2011-12-28T00:00:00Z", "2012-01-02T00:00:00Z"),
-        ("America/Caracas", "2016-04-30T00:00:00Z", "2016-05-03T00:00:00Z"),
-        ("America/Sao_Paulo", "2019-02-15T00:00:00Z", "2019-02-19T00:00:00Z"),
-        ("America/Sao_Paulo", "2018-11-02T00:00:00Z", "2018-11-06T00:00:00Z"),
-        ("Europe/Moscow", "2011-03-25T00:00:00Z", "2011-03-29T00:00:00Z"),
-        ("Europe/Moscow", "2014-10-24T00:00:00Z", "2014-10-28T00:00:00Z"),
-        ("Antarctica/Troll", "2026-03-27T00:00:00Z", "2026-03-31T00:00:00Z"),
-        ("Europe/Dublin", "2026-10-23T00:00:00Z", "2026-10-27T00:00:00Z"),
-        ("Africa/Casablanca", "2026-02-13T00:00:00Z", "2026-03-25T00:00:00Z"),
-        ("America/Havana", "2026-03-06T00:00:00Z", "2026-03-10T00:00:00Z"),
-        ("America/Havana", "2026-10-30T00:00:00Z", "2026-11-03T00:00:00Z"),
+        (
+            "Pacific/Apia",
+            "2011-12-28T00:00:00Z",
+            "2012-01-02T00:00:00Z",
+        ),
+        (
+            "America/Caracas",
+            "2016-04-30T00:00:00Z",
+            "2016-05-03T00:00:00Z",
+        ),
+        (
+            "America/Sao_Paulo",
+            "2019-02-15T00:00:00Z",
+            "2019-02-19T00:00:00Z",
+        ),
+        (
+            "America/Sao_Paulo",
+            "2018-11-02T00:00:00Z",
+            "2018-11-06T00:00:00Z",
+        ),
+        (
+            "Europe/Moscow",
+            "2011-03-25T00:00:00Z",
+            "2011-03-29T00:00:00Z",
+        ),
+        (
+            "Europe/Moscow",
+            "2014-10-24T00:00:00Z",
+            "2014-10-28T00:00:00Z",
+        ),
+        (
+            "Antarctica/Troll",
+            "2026-03-27T00:00:00Z",
+            "2026-03-31T00:00:00Z",
+        ),
+        (
+            "Europe/Dublin",
+            "2026-10-23T00:00:00Z",
+            "2026-10-27T00:00:00Z",
+        ),
+        (
+            "Africa/Casablanca",
+            "2026-02-13T00:00:00Z",
+            "2026-03-25T00:00:00Z",
+        ),
+        (
+            "America/Havana",
+            "2026-03-06T00:00:00Z",
+            "2026-03-10T00:00:00Z",
+        ),
+        (
+            "America/Havana",
+            "2026-10-30T00:00:00Z",
+            "2026-11-03T00:00:00Z",
+        ),
         ("Etc/GMT-14", "2026-06-01T00:00:00Z", "2026-06-03T00:00:00Z"),
     ];
-    let patterns = ["*/15 * * * *", "30 2 * * *", "0 0 * * *", "30 0 * * *", "0 */2 * * *", "59 23 * * *", "0 1 * * *"];
+    let patterns = [
+        "*/15 * * * *",
+        "30 2 * * *",
+        "0 0 * * *",
+        "30 0 * * *",
+        "0 */2 * * *",
+        "59 23 * * *",
+        "0 1 * * *",
+    ];
     let mut problems = Vec::new();
     for (zone, from, to) in zones {
         let tz = TimeZone::get(zone).unwrap();
@@ -114,8 +170,10 @@ fn unusual_zones_agree_with_the_reference() {
                         .map(|t| Timestamp::from_millisecond(*t).unwrap().to_string())
                         .collect::<Vec<_>>()
                 };
-                let diff_got: Vec<i64> = got.iter().filter(|t| !want.contains(t)).copied().collect();
-                let diff_want: Vec<i64> = want.iter().filter(|t| !got.contains(t)).copied().collect();
+                let diff_got: Vec<i64> =
+                    got.iter().filter(|t| !want.contains(t)).copied().collect();
+                let diff_want: Vec<i64> =
+                    want.iter().filter(|t| !got.contains(t)).copied().collect();
                 problems.push(format!(
                     "{pattern} in {zone}: extra {:?}, missing {:?}",
                     show(&diff_got),
@@ -126,7 +184,9 @@ fn unusual_zones_agree_with_the_reference() {
             let mut u = from;
             while u < to {
                 if let Some(n) = want.iter().find(|w| **w > u) {
-                    let got = s.next_ticks(UNIX_EPOCH + Duration::from_millis(u as u64), 1).unwrap();
+                    let got = s
+                        .next_ticks(UNIX_EPOCH + Duration::from_millis(u as u64), 1)
+                        .unwrap();
                     if ms(got[0]) != *n {
                         problems.push(format!(
                             "{pattern} in {zone}: next after {} is {}, want {}",
@@ -148,15 +208,28 @@ fn unusual_zones_agree_with_the_reference() {
 #[test]
 fn the_29th_of_february_across_years() {
     let s = Schedule::cron("0 0 29 2 *").unwrap();
-    let from = "2026-03-01T00:00:00Z".parse::<Timestamp>().unwrap().as_millisecond();
+    let from = "2026-03-01T00:00:00Z"
+        .parse::<Timestamp>()
+        .unwrap()
+        .as_millisecond();
     let got: Vec<String> = s
         .next_ticks(UNIX_EPOCH + Duration::from_millis(from as u64), 3)
         .unwrap()
         .into_iter()
         .map(|t| Timestamp::from_millisecond(ms(t)).unwrap().to_string())
         .collect();
-    assert_eq!(got, ["2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z", "2036-02-29T00:00:00Z"]);
-    let from = "2097-03-01T00:00:00Z".parse::<Timestamp>().unwrap().as_millisecond();
+    assert_eq!(
+        got,
+        [
+            "2028-02-29T00:00:00Z",
+            "2032-02-29T00:00:00Z",
+            "2036-02-29T00:00:00Z"
+        ]
+    );
+    let from = "2097-03-01T00:00:00Z"
+        .parse::<Timestamp>()
+        .unwrap()
+        .as_millisecond();
     let got = s
         .next_ticks(UNIX_EPOCH + Duration::from_millis(from as u64), 1)
         .unwrap();

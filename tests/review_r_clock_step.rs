@@ -62,10 +62,18 @@ fn evalsha_calls(server: &RedisServer) -> u64 {
 /// EVALSHA calls seen by MONITOR in `d`, and how many name the schedule's record.
 fn monitor(server: &RedisServer, d: Duration) -> (usize, usize) {
     use std::io::{Read, Write};
-    let port: u16 = server.url().rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
+    let port: u16 = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"MONITOR\r\n").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let mut out = Vec::new();
     let end = Instant::now() + d;
     let mut buf = [0u8; 65536];
@@ -75,8 +83,14 @@ fn monitor(server: &RedisServer, d: Duration) -> (usize, usize) {
         }
     }
     let text = String::from_utf8_lossy(&out);
-    let calls: Vec<&str> = text.lines().filter(|l| l.contains("\"EVALSHA\"") || l.contains("\"evalsha\"")).collect();
-    let on_record = calls.iter().filter(|l| l.contains("schedule:clock")).count();
+    let calls: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"EVALSHA\"") || l.contains("\"evalsha\""))
+        .collect();
+    let on_record = calls
+        .iter()
+        .filter(|l| l.contains("schedule:clock"))
+        .count();
     (calls.len(), on_record)
 }
 
@@ -147,7 +161,10 @@ fn a_clock_step_neither_spins_nor_stops_the_tick_producer() {
     println!(
         "4 s steady: {steady} EVALSHA, {steady_ticks} writes of ticks; 3 s after +1h: {forward} EVALSHA; 8 s after -1h: {backward_ticks} writes of ticks"
     );
-    assert!(steady_ticks >= 3, "not producing before the step: {steady_ticks}");
+    assert!(
+        steady_ticks >= 3,
+        "not producing before the step: {steady_ticks}"
+    );
     let mut problems = Vec::new();
     if forward > 10 * steady.max(20) {
         problems.push(format!(

@@ -126,7 +126,11 @@ async fn a_slow_readiness_probe_is_answered_under_a_reconnecting_flood() {
         opened.load(Ordering::SeqCst),
         show(&flooded)
     );
-    assert!(quiet.iter().all(Result::is_ok), "baseline: {:#?}", show(&quiet));
+    assert!(
+        quiet.iter().all(Result::is_ok),
+        "baseline: {:#?}",
+        show(&quiet)
+    );
     let failed = flooded.iter().filter(|r| r.is_err()).count();
     assert_eq!(
         failed,

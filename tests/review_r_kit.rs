@@ -46,7 +46,10 @@ async fn advancing_claims_does_not_rerun_a_handler_that_is_still_running() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (starts, overlap) = (STARTS.load(Ordering::SeqCst), OVERLAP.load(Ordering::SeqCst));
+    let (starts, overlap) = (
+        STARTS.load(Ordering::SeqCst),
+        OVERLAP.load(Ordering::SeqCst),
+    );
     t.run_until_idle().await.unwrap();
     assert_eq!(
         (starts, overlap),

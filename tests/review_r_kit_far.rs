@@ -27,6 +27,9 @@ async fn advancing_a_century_over_an_hourly_schedule_returns() {
     .await;
     let took = started.elapsed();
     let pending = t.pending("kit.review.hourly").await.map(|p| p.len());
-    println!("advance(100 years): {:?} after {took:?}; pending listed: {pending:?}", r.as_ref().map(|_| ()));
+    println!(
+        "advance(100 years): {:?} after {took:?}; pending listed: {pending:?}",
+        r.as_ref().map(|_| ())
+    );
     assert!(r.is_ok(), "advance(100 years) did not return within 60 s");
 }

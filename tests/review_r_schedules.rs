@@ -155,7 +155,10 @@ async fn a_frequent_schedule_that_is_behind_catches_up_while_redis_is_slow() {
     blocker.join().unwrap();
     println!("{results:#?}");
     let failed = results.iter().filter(|r| r.starts_with("Err")).count();
-    assert_eq!(failed, 0, "calls that failed while Redis was slow: {results:#?}");
+    assert_eq!(
+        failed, 0,
+        "calls that failed while Redis was slow: {results:#?}"
+    );
 }
 
 /// The same over a link whose replies take 20 ms (another zone): Redis is idle, both clocks
@@ -174,11 +177,15 @@ async fn a_frequent_schedule_that_is_behind_catches_up_over_a_slow_link() {
         .parse()
         .unwrap();
     let proxy = delayq_dev::BlackholeProxy::start(port);
-    let p = delayq_runtime::Producer::connect(&proxy.url()).await.unwrap();
+    let p = delayq_runtime::Producer::connect(&proxy.url())
+        .await
+        .unwrap();
     let spec = Schedule::every(Duration::from_millis(10))
         .unwrap()
         .catch_up(CatchUp::Last);
-    p.upsert_schedule("far", spec, "rev.far", &1u8).await.unwrap();
+    p.upsert_schedule("far", spec, "rev.far", &1u8)
+        .await
+        .unwrap();
     let record = "delayq:{rev.far}:schedule:far";
     proxy.delay_replies(Duration::from_millis(20));
     let mut results = Vec::new();
@@ -199,7 +206,10 @@ async fn a_frequent_schedule_that_is_behind_catches_up_over_a_slow_link() {
     }
     println!("{results:#?}");
     let failed = results.iter().filter(|r| r.starts_with("Err")).count();
-    assert_eq!(failed, 0, "calls that failed over a 20 ms link: {results:#?}");
+    assert_eq!(
+        failed, 0,
+        "calls that failed over a 20 ms link: {results:#?}"
+    );
 }
 
 /// `upsert_schedule` with such an interval: the anchor `now + interval` overflows (debug: a

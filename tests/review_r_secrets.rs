@@ -23,7 +23,11 @@ fn unix_socket_passwords_with_comma_at_or_encoded_key_are_hidden() {
             leaks.push(format!("{url}  ->  {shown}"));
         }
     }
-    assert!(leaks.is_empty(), "the password shows:\n{}", leaks.join("\n"));
+    assert!(
+        leaks.is_empty(),
+        "the password shows:\n{}",
+        leaks.join("\n")
+    );
 }
 
 /// The same URLs through a real connect error (a socket that does not exist): the error's
@@ -44,5 +48,9 @@ async fn a_connect_error_on_such_a_url_does_not_show_the_password() {
             leaks.push(format!("{url}\n   -> {text}"));
         }
     }
-    assert!(leaks.is_empty(), "the password shows:\n{}", leaks.join("\n"));
+    assert!(
+        leaks.is_empty(),
+        "the password shows:\n{}",
+        leaks.join("\n")
+    );
 }

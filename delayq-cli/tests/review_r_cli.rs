@@ -16,7 +16,10 @@ fn config_check_does_not_print_a_unix_socket_password() {
     )
     .unwrap();
     let path = file.to_str().unwrap();
-    for args in [vec!["config", "check", path], vec!["--json", "config", "check", path]] {
+    for args in [
+        vec!["config", "check", path],
+        vec!["--json", "config", "check", path],
+    ] {
         let run = delayq("redis://127.0.0.1:1", &args);
         assert!(
             !run.stdout.contains("tail-9f3e-SECRET") && !run.stderr.contains("tail-9f3e-SECRET"),

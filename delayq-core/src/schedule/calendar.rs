@@ -121,7 +121,9 @@ impl Calendar {
                 if after_ms < anchor_ms {
                     anchor_ms
                 } else {
-                    anchor_ms + ((after_ms - anchor_ms) / every + 1) * every
+                    ((after_ms - anchor_ms) / every + 1)
+                        .checked_mul(every)
+                        .and_then(|d| d.checked_add(anchor_ms))?
                 }
             }
             Calendar::Cron(cron, tz) => {

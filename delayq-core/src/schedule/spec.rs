@@ -198,7 +198,7 @@ impl Schedule {
         let calendar = self.calendar()?;
         let from = time_to_ms(after);
         let anchor = match &self.kind {
-            Kind::Every(ms) => from + ms,
+            Kind::Every(ms) => from.saturating_add(*ms),
             Kind::Cron(_) => from,
         };
         let mut out = Vec::with_capacity(n);

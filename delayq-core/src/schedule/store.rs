@@ -165,7 +165,7 @@ impl Producer {
         let now = self.redis_now_ms().await?;
         let (kind, spec) = schedule.stored();
         let anchor = match calendar {
-            super::calendar::Calendar::Every(ms) => now + ms,
+            super::calendar::Calendar::Every(ms) => now.saturating_add(ms),
             super::calendar::Calendar::Cron(..) => now,
         };
         let first = calendar

@@ -23,7 +23,7 @@ const PRECISE_TAIL: Duration = Duration::from_millis(3);
 /// millisecond on one network), so the others sleep on to the next due time instead of all
 /// claiming for nothing. Only when that one stops claiming (it stopped, or has no free slot)
 /// does a due message wait this long.
-const DEFER: Duration = Duration::from_millis(10);
+const DEFER: Duration = Duration::from_millis(30);
 /// An announcement this close (Redis' clock) to an empty claim at a due time says another
 /// process took that due time.
 const RACE_WINDOW_US: u64 = 50_000;

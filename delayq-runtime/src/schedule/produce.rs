@@ -19,7 +19,7 @@
 //! again with backoff of its own (from 100 ms, doubling to 5 s), the others going on.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -109,11 +109,13 @@ impl FailingSchedules {
     }
 }
 
-/// Redis' clock as this machine estimates it.
+/// Redis' clock as this machine estimates it: Redis' time at the last measurement, moved on
+/// by this machine's monotonic clock since. A step of the machine's wall clock (an NTP
+/// correction, a VM resumed) changes nothing here, so it can neither make the producer spin
+/// on ticks it thinks are due nor sleep past ticks that are.
 #[derive(Default)]
 struct Clock {
-    /// Redis' clock minus this machine's, in ms.
-    offset_ms: AtomicI64,
+    measured: std::sync::Mutex<Option<(u64, std::time::Instant)>>,
 }
 
 fn local_ms() -> u64 {
@@ -122,17 +124,18 @@ fn local_ms() -> u64 {
 
 impl Clock {
     fn now_ms(&self) -> u64 {
-        local_ms().saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
+        match *self.measured.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((redis_ms, at)) => redis_ms + at.elapsed().as_millis() as u64,
+            None => local_ms(),
+        }
     }
 
     async fn measure(&self, producer: &delayq_core::Producer) -> Result<()> {
-        let before = local_ms();
+        let before = std::time::Instant::now();
         let redis = producer.redis_now_ms().await?;
-        let after = local_ms();
-        self.offset_ms.store(
-            redis as i64 - ((before + after) / 2) as i64,
-            Ordering::Relaxed,
-        );
+        // Redis read its clock about half way through the round trip.
+        let at = before + before.elapsed() / 2;
+        *self.measured.lock().unwrap_or_else(|p| p.into_inner()) = Some((redis, at));
         Ok(())
     }
 }

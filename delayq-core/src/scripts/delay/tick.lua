@@ -10,8 +10,8 @@
 -- ARGV[8] the caller's now (unix ms: its estimate of Redis' clock)
 -- ARGV[9] misfire_after (ms): a tick due before cutoff = Redis' now - misfire_after is missed
 -- ARGV[10], ARGV[11] lo, hi: the caller classified the ticks as missed or on time for a cutoff
---   somewhere in (lo, hi] (no tick of the schedule falls in between); the script checks that
---   its own cutoff is in there
+--   somewhere in (lo, hi] (no tick of the schedule falls in between); when the caller's now is
+--   more than CLOCK_SLACK ms off Redis', the script checks that its own cutoff is in there
 -- ARGV[12] n, then n ids: ticks written ahead earlier that the catch-up policy skips if they
 --   still wait never claimed in `delayed` (token 0: a tick a clean shutdown handed back was
 --   claimed, and stays) and are due before the cutoff: they are removed and counted as missed,
@@ -24,14 +24,19 @@
 -- fields (next is nil when the record is gone, last when no tick was written yet); { 'clock', Redis' now } when the caller's clock is more than a
 -- second ahead of Redis' or its classification does not hold at Redis' cutoff (nothing
 -- written: plan again with that now); else the number of ticks created.
+local CLOCK_SLACK = 250
 local record = KEYS[#KEYS]
 local fence = redis.call('HMGET', record, 'next', 'gen', 'last')
 local gen = fence[2] or '0'
 if fence[1] ~= ARGV[3] or gen ~= ARGV[4] then return { 'stale', fence[1], gen, fence[3] } end
 local now = now_ms()
-local cutoff = now - tonumber(ARGV[9])
-if tonumber(ARGV[8]) > now + 1000 or cutoff <= tonumber(ARGV[10])
-    or cutoff > tonumber(ARGV[11]) then
+local cutoff = math.max(now - tonumber(ARGV[9]), 0)
+-- Within CLOCK_SLACK of Redis' clock the caller's classification stands (a round trip or a
+-- busy Redis puts it that far off, and a threshold of seconds does not notice); further off,
+-- only if it holds at Redis' own cutoff.
+local skew = math.abs(tonumber(ARGV[8]) - now)
+if tonumber(ARGV[8]) > now + 1000 or (skew > CLOCK_SLACK
+    and (cutoff <= tonumber(ARGV[10]) or cutoff > tonumber(ARGV[11]))) then
   return { 'clock', now }
 end
 

@@ -7,7 +7,7 @@
 -- ARGV[7] '1' with the ticks' payload in ARGV[8], '0' without (a #[scheduled] fn's ticks),
 -- ARGV[9] the first tick after now under this spec (unix ms), ARGV[10] its anchor (the
 -- interval's grid), ARGV[11] misfire_after (ms: how late a tick may be and still be on time).
--- A record whose kind, spec and tz are unchanged keeps its next tick (upsert is idempotent,
+-- A record whose kind, spec and tz are unchanged (and whose `next` is a time) keeps its next tick (upsert is idempotent,
 -- and a restart keeps the grid and what it missed); a changed one starts from ARGV[9], and
 -- its `gen` rises (to Redis' time in microseconds, or one more than it was: a record removed
 -- and created again does not repeat one), so that tick.lua fences out a producer that still
@@ -21,6 +21,10 @@ if not old[4] then
   out = 'created'
 elseif old[1] == ARGV[1] and old[2] == ARGV[2] and old[3] == ARGV[3] then
   out = 'kept'
+  -- A `next` that is no time up to the year 9999 (the calendar before 0.1 wrote 2^64-1 for
+  -- a schedule it lost at a clock change, and a hand can write anything) starts again.
+  local next = tonumber(old[4])
+  if not next or next ~= next or next < 0 or next > 253402300799999 then out = 'changed' end
 end
 redis.call('HSET', r, 'kind', ARGV[1], 'spec', ARGV[2], 'tz', ARGV[3], 'catch_up', ARGV[4],
   'owner', ARGV[5], 'topic', ARGV[6], 'misfire_after', ARGV[11])
