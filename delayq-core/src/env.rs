@@ -87,12 +87,24 @@ fn variable(name: &str) -> Option<String> {
 /// argument, a `--redis-url` flag), which win.
 ///
 /// # Errors
-/// [`Error::Config`](crate::Error::Config) when the configuration file is needed and cannot
-/// be read or has problems (the runtime would refuse it too).
+/// [`Error::Config`](crate::Error::Config) when a runtime variable is misspelt, or the
+/// configuration file (always the one `DELAYQ_CONFIG` names; `./delayq.toml` when needed)
+/// cannot be read or has problems: what the runtime would refuse too.
 pub fn resolve_connection(
     url: Option<(&str, UrlOrigin)>,
     namespace: Option<&str>,
 ) -> crate::Result<Connection> {
+    // What the runtime refuses, refused here too: a misspelt runtime variable.
+    let typos: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter_map(|name| crate::config::runtime_variable_typo(&name))
+        .collect();
+    if !typos.is_empty() {
+        return Err(crate::Error::Config(format!(
+            "invalid configuration: {}",
+            typos.join("\n")
+        )));
+    }
     let mut redis_url = url.map(|(u, origin)| (u.to_string(), origin, ConfigSource::Builder));
     if redis_url.is_none() {
         redis_url = variable("DELAYQ_REDIS_URL").map(|u| {
@@ -111,7 +123,10 @@ pub fn resolve_connection(
             (n, source)
         });
     }
-    if redis_url.is_none() || namespace.is_none() {
+    // The file named by DELAYQ_CONFIG is always read (a missing one is an error, as for the
+    // runtime); ./delayq.toml when something is still unset.
+    let named = std::env::var_os(crate::config::CONFIG_VAR).is_some();
+    if named || redis_url.is_none() || namespace.is_none() {
         if let Some(path) = ConfigFile::locate(None) {
             let file = ConfigFile::read(&path)?;
             for s in file.settings.iter().filter(|s| s.scope == Scope::Runtime) {

@@ -10,7 +10,7 @@ mod options;
 mod suggest;
 mod value;
 
-pub use env::{env_name, variable_prefix, CONFIG_VAR};
+pub use env::{env_name, runtime_variable_typo, variable_prefix, CONFIG_VAR, NOT_OPTIONS};
 pub use file::{ConfigFile, FileSetting, Scope};
 pub use options::{options, parse, synonym, Kind, Parsed, SecretUrl, ValueKind};
 pub use suggest::nearest;

@@ -220,9 +220,9 @@ impl Probe {
     pub(crate) async fn check(&self) -> Health {
         let asked = tokio::time::Instant::now();
         let mut last = self.last_ping.lock().await;
-        // Readiness without Redis in it asks Redis nothing.
-        let fresh = !self.checks.redis
-            || last.is_some_and(|ended| ended >= asked || ended.elapsed() < PING_REUSE);
+        // Health always says how Redis is (a runtime without delay listeners has no other
+        // way to notice it gone); readiness counts it only when `ready_checks` names it.
+        let fresh = last.is_some_and(|ended| ended >= asked || ended.elapsed() < PING_REUSE);
         if !fresh {
             let ping = self.conn.run(|mut c| async move {
                 redis::cmd("PING").query_async::<redis::Value>(&mut c).await

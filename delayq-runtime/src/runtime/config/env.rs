@@ -5,20 +5,12 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 
 use delayq_core::config::{
-    env_name, nearest, options, variable_prefix, ConfigSource, Kind, Raw, Scope,
+    env_name, nearest, options, runtime_variable_typo, variable_prefix, ConfigSource, Kind, Raw,
+    Scope,
 };
 
 use super::linked::Linked;
 use super::Layer;
-
-/// delayq's variables that are not options of the runtime.
-const NOT_OPTIONS: [&str; 3] = [
-    "DELAYQ_CONFIG",
-    "DELAYQ_REDIS_CA_FILE",
-    "DELAYQ_DASHBOARD_TOKEN",
-];
-/// Prefixes of variables delayq's own test kit and examples read.
-const RESERVED_PREFIXES: [&str; 2] = ["DELAYQ_TEST_", "DELAYQ_EXAMPLE_"];
 
 /// The environment's layer: `DELAYQ_<OPTION>` for the runtime's options, and every variable
 /// under a component prefix, which must name a linked component and one of its options.
@@ -93,20 +85,7 @@ pub(super) fn env_layer(
             // give (Kubernetes sets DELAYQ_SERVICE_HOST for a Service named delayq) pass; a
             // near miss of a runtime option (DELAYQ_NAMESPCE) is a typo, refused.
             (None, None) => {
-                if NOT_OPTIONS.contains(&name.as_str())
-                    || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
-                {
-                    continue;
-                }
-                let runtime_names = valid
-                    .keys()
-                    .filter(|n| !prefixes.iter().any(|k| n.starts_with(variable_prefix(*k))))
-                    .map(String::as_str);
-                if let Some(n) = nearest(&name, runtime_names.chain(NOT_OPTIONS)) {
-                    problems.push(format!(
-                        "{name}: names no runtime option; did you mean {n}?"
-                    ));
-                }
+                problems.extend(runtime_variable_typo(&name));
                 continue;
             }
         };
