@@ -277,8 +277,12 @@ pub fn redact_url(url: &str) -> String {
     redact_query(&out)
 }
 
-/// `user:pass@rest` → `user:***@rest`; `token@rest` → `***@rest`.
+/// `user:pass@rest` → `user:***@rest`; `token@rest` → `***@rest`. A unix socket's URL
+/// (`redis+unix:///path?pass=…`) has no userinfo: its `@` can only be in the query.
 fn redact_userinfo(body: &str) -> String {
+    if body.starts_with('/') {
+        return body.to_string();
+    }
     let Some(at) = body.rfind('@') else {
         return body.to_string();
     };
@@ -289,18 +293,64 @@ fn redact_userinfo(body: &str) -> String {
     }
 }
 
-/// The value of each `pass=` / `password=` query parameter (any case) → `***`.
+/// `%70ass` → `pass`: a key as the client library reads it.
+fn percent_decoded(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied(),
+            bytes.get(i + 2).copied(),
+        ) {
+            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, ..) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where a query value ends: at `&` or `#`, or where the next URL of a list starts
+/// (`,redis://…`); a `,` or `@` inside is the value's (the client library reads it so).
+fn value_end(rest: &str) -> usize {
+    let mut end = rest.find(['&', '#']).unwrap_or(rest.len());
+    for (i, _) in rest[..end].match_indices(',') {
+        let next = rest[i + 1..].trim_start();
+        let scheme = next.find("://").is_some_and(|s| {
+            next[..s]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        });
+        if scheme {
+            end = i;
+            break;
+        }
+    }
+    end
+}
+
+/// The value of each `pass=` / `password=` query parameter (any case, percent-encoded or
+/// not) → `***`.
 fn redact_query(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     let mut rest = url;
     while let Some(q) = rest.find(['?', '&']) {
         out.push_str(&rest[..=q]);
         rest = &rest[q + 1..];
-        let end = rest.find(['&', ',', '#']).unwrap_or(rest.len());
-        let (param, tail) = rest.split_at(end);
+        let (param, tail) = rest.split_at(value_end(rest));
         match param.split_once('=') {
             Some((key, _))
-                if key.eq_ignore_ascii_case("pass") || key.eq_ignore_ascii_case("password") =>
+                if ["pass", "password"]
+                    .iter()
+                    .any(|k| percent_decoded(key).eq_ignore_ascii_case(k)) =>
             {
                 out.push_str(key);
                 out.push_str("=***");
@@ -373,6 +423,22 @@ mod tests {
             (
                 "redis://h:6379/0?PASSWORD=S1",
                 "redis://h:6379/0?PASSWORD=***",
+            ),
+            (
+                "redis+unix:///run/redis.sock?pass=S1,S2",
+                "redis+unix:///run/redis.sock?pass=***",
+            ),
+            (
+                "redis+unix:///run/redis.sock?db=1&pass=S1@S2",
+                "redis+unix:///run/redis.sock?db=1&pass=***",
+            ),
+            (
+                "redis+unix:///run/redis.sock?%70ass=S1",
+                "redis+unix:///run/redis.sock?%70ass=***",
+            ),
+            (
+                "redis://h:1/0?password=S1,redis://:S2@h2:2",
+                "redis://h:1/0?password=***,redis://:***@h2:2",
             ),
             ("app:S1@h:6379", "app:***@h:6379"),
         ];
