@@ -34,6 +34,7 @@ mod layout;
 mod lease;
 mod names;
 mod producer;
+mod resolve;
 mod room;
 mod schedule;
 mod script;
@@ -46,13 +47,14 @@ pub use delay::{
     Cancelled, DeadLetter, Outcomes, PendingMessage, SendOptions, SendOutcome, TopicCounts,
     TopicStats, DEFAULT_REPLICA_TIMEOUT,
 };
-pub use env::{resolve_connection, Connection, UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
+pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};
 pub use id::MessageId;
 pub use layout::LAYOUT_VERSION;
 pub use lease::{LeaderLease, Leadership};
 pub use names::validate_topic;
 pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
+pub use resolve::{resolve_connection, Connection};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
 pub use schedule::{
     CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,

@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, Registered};
 use crate::connection::{RedisConn, Replicated};
-use crate::env::{resolve_connection, Connection, UrlOrigin};
 use crate::error::{Error, Result};
 use crate::names::{validate_name, validate_namespace, validate_topic};
 
@@ -40,44 +39,6 @@ impl std::fmt::Debug for Producer {
 }
 
 impl Producer {
-    /// Connects to `url` (`redis://[user:password@]host:port[/db]`), namespace from
-    /// `DELAYQ_NAMESPACE`, else `namespace` in `delayq.toml` (`DELAYQ_CONFIG`, else
-    /// `./delayq.toml`), else `delayq` — as the runtime resolves it. To send to a runtime you
-    /// run in this process, take `RuntimeHandle::producer()` instead: it shares the runtime's
-    /// URL and namespace.
-    ///
-    /// # Errors
-    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect),
-    /// [`Error::Auth`](crate::Error::Auth), [`Error::Tls`](crate::Error::Tls) or
-    /// [`Error::RedisTooOld`](crate::Error::RedisTooOld), each saying what to change;
-    /// [`Error::Config`](crate::Error::Config) when `delayq.toml` is needed and has problems.
-    pub async fn connect(url: &str) -> Result<Self> {
-        Self::connect_resolved(&resolve_connection(Some((url, UrlOrigin::Argument)), None)?).await
-    }
-
-    /// Connects to `DELAYQ_REDIS_URL`, else `redis_url` in `delayq.toml` (`DELAYQ_CONFIG`,
-    /// else `./delayq.toml`), else `redis://127.0.0.1:6379`; the namespace as
-    /// [`connect`](Self::connect) finds it. The same order as the runtime's, so a producer and
-    /// the runtime of one service meet in the same Redis and namespace.
-    ///
-    /// # Errors
-    /// As [`connect`](Self::connect); the message names `DELAYQ_REDIS_URL` when the URL came from
-    /// it. [`Error::InvalidNamespace`](crate::Error::InvalidNamespace) for a bad
-    /// `DELAYQ_NAMESPACE`.
-    pub async fn connect_from_env() -> Result<Self> {
-        Self::connect_resolved(&resolve_connection(None, None)?).await
-    }
-
-    /// Connects as `connection` says (see [`resolve_connection`](crate::resolve_connection)).
-    ///
-    /// # Errors
-    /// As [`connect`](Self::connect).
-    pub async fn connect_resolved(connection: &Connection) -> Result<Self> {
-        validate_namespace(&connection.namespace)?;
-        let conn = RedisConn::connect(connection.redis_url.expose(), connection.url_origin).await?;
-        Ok(Self::over(conn, &connection.namespace))
-    }
-
     /// A producer over an open connection (the runtime shares its own this way).
     pub(crate) fn over(conn: RedisConn, namespace: &str) -> Self {
         Producer {

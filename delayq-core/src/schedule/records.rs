@@ -13,6 +13,16 @@ use crate::error::Result;
 use crate::id::MessageId;
 use crate::names::validate_name;
 use crate::producer::Producer;
+use crate::script::scripts;
+
+// The schedule's scripts: `upsert.lua` (store.rs) and `index.lua` (below).
+scripts!(
+    ScheduleScripts,
+    SCHEDULE_SCRIPTS,
+    "schedule/",
+    "",
+    [upsert, index]
+);
 
 /// The index of a namespace's schedules: HASH name → topic. It shares a hash tag with its
 /// version and change log, so that `index.lua` changes all three on a cluster too.
@@ -151,7 +161,7 @@ impl Producer {
         wake: &[&str],
     ) -> Result<()> {
         let ns = self.namespace();
-        let mut inv = super::store::SCHEDULE_SCRIPTS.index.key(index_key(ns));
+        let mut inv = SCHEDULE_SCRIPTS.index.key(index_key(ns));
         inv.key(version_key(ns))
             .key(changes_key(ns))
             .arg(name)

@@ -6,22 +6,13 @@ use std::time::SystemTime;
 use futures_util::StreamExt;
 use serde::Serialize;
 
-use super::records::{index_key, record_key, tick_id, Fields};
+use super::records::{index_key, record_key, tick_id, Fields, SCHEDULE_SCRIPTS};
 use super::spec::{CatchUp, Schedule};
 use crate::delay::{state_of, MessageState, TopicKeys};
 use crate::error::{Error, Result};
 use crate::names::{validate_name, validate_topic};
 use crate::producer::Producer;
-use crate::script::scripts;
 use crate::time::ms_to_time;
-
-scripts!(
-    ScheduleScripts,
-    SCHEDULE_SCRIPTS,
-    "schedule/",
-    "",
-    [upsert, index]
-);
 
 /// What became of a schedule's last tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
