@@ -98,13 +98,20 @@ impl Meter {
     }
 }
 
-/// Installs the Prometheus recorder; the runtime's endpoint serves what the returned handle
-/// renders at `/metrics`.
+/// Installs the Prometheus recorder, once per process (the `metrics` facade has one global
+/// recorder): a runtime started again after a refused start, or a second runtime of the
+/// process, gets the handle of the first. The runtime's endpoint serves what the returned
+/// handle renders at `/metrics`.
 #[cfg(feature = "prometheus")]
 pub(crate) fn install_prometheus(
     addr: std::net::SocketAddr,
 ) -> delayq_core::Result<metrics_exporter_prometheus::PrometheusHandle> {
-    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+    static INSTALLED: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
+    let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(handle) = installed.as_ref() {
+        return Ok(handle.clone());
+    }
     const LATENESS_BUCKETS: &[f64] = &[
         0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
     ];
@@ -114,6 +121,7 @@ pub(crate) fn install_prometheus(
             LATENESS_BUCKETS,
         )
         .and_then(|b| b.install_recorder())
+        .map(|handle| installed.insert(handle).clone())
         .map_err(|e| {
             delayq_core::Error::Config(format!(
                 "cannot serve Prometheus metrics on {addr}: {e} (is a metrics recorder installed already?)"

@@ -1,9 +1,11 @@
 //! The runtime's HTTP endpoint: `/metrics` (Prometheus) and `/health/live`, `/health/ready`,
 //! on one listener when both are on. GET only, no cross-site headers, header reads time out,
-//! request heads are bounded, and at most `MAX_CONNECTIONS` are held (the oldest goes).
+//! request heads are bounded, and at most `MAX_CONNECTIONS` are held (the oldest idle one
+//! goes).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,30 +29,37 @@ const MAX_CONNECTIONS: usize = 128;
 /// The largest request head read (a probe's or a scrape's is a few hundred bytes).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 
-/// The connections held open, oldest first, each with what closes it.
+/// The connections held open, oldest first, each with what closes it and whether it is
+/// answering a request right now.
 #[derive(Default)]
 struct Held {
     next: u64,
-    open: std::collections::VecDeque<(u64, CancellationToken)>,
+    open: std::collections::VecDeque<(u64, CancellationToken, Arc<AtomicBool>)>,
 }
 
 impl Held {
-    /// Takes a slot for a new connection, closing the oldest when all are taken.
-    fn admit(&mut self, stop: &CancellationToken) -> (u64, CancellationToken) {
+    /// Takes a slot for a new connection, closing the oldest idle one when all are taken (one
+    /// answering a request — a probe waiting on Redis' `PING`, a scrape — is never cut off).
+    fn admit(&mut self, stop: &CancellationToken) -> (u64, CancellationToken, Arc<AtomicBool>) {
         if self.open.len() >= MAX_CONNECTIONS {
-            if let Some((_, oldest)) = self.open.pop_front() {
+            let idle = self
+                .open
+                .iter()
+                .position(|(_, _, busy)| !busy.load(Ordering::Relaxed));
+            if let Some((_, oldest, _)) = idle.and_then(|i| self.open.remove(i)) {
                 oldest.cancel();
             }
         }
         let id = self.next;
         self.next += 1;
         let close = stop.child_token();
-        self.open.push_back((id, close.clone()));
-        (id, close)
+        let busy = Arc::new(AtomicBool::new(false));
+        self.open.push_back((id, close.clone(), busy.clone()));
+        (id, close, busy)
     }
 
     fn release(&mut self, id: u64) {
-        self.open.retain(|(held, _)| *held != id);
+        self.open.retain(|(held, ..)| *held != id);
     }
 }
 
@@ -132,13 +141,19 @@ async fn serve(listener: TcpListener, routes: Routes, stop: CancellationToken) {
             continue;
         };
         let routes = routes.clone();
-        let (id, close) = held.lock().unwrap_or_else(|p| p.into_inner()).admit(&stop);
+        let (id, close, busy) = held.lock().unwrap_or_else(|p| p.into_inner()).admit(&stop);
         let stop = stop.clone();
         let held = held.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let routes = routes.clone();
-                async move { Ok::<_, Infallible>(answer(&routes, req).await) }
+                let busy = busy.clone();
+                async move {
+                    busy.store(true, Ordering::Relaxed);
+                    let response = answer(&routes, req).await;
+                    busy.store(false, Ordering::Relaxed);
+                    Ok::<_, Infallible>(response)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -44,6 +44,10 @@ use crate::delay::all_listeners;
 use crate::runtime::{Runtime, RuntimeHandle};
 use crate::schedule::all_schedules;
 
+/// The most ticks of one schedule an advance writes: an advance of years over a frequent
+/// schedule is refused with an error saying so, rather than writing millions of ticks.
+pub const MAX_TICKS_PER_ADVANCE: usize = 100_000;
+
 /// How long `run_until_idle` waits by default.
 pub const IDLE_WAIT: Duration = Duration::from_secs(10);
 
@@ -237,14 +241,18 @@ impl TestRuntime {
     /// [`run_until_idle`](Self::run_until_idle) to let them run).
     ///
     /// # Errors
-    /// [`Error::Redis`] when the test's Redis does not answer.
+    /// [`Error::Redis`] when the test's Redis does not answer; [`Error::Config`] when `d`
+    /// passes more than [`MAX_TICKS_PER_ADVANCE`] ticks of one schedule.
     pub async fn advance(&self, d: Duration) -> Result<()> {
         self.travel(d, false).await
     }
 
-    /// [`advance`](Self::advance), and the ack deadlines of claims in flight pass `d` too: a
-    /// manual-ack handler that returned without acking, or a claim whose handler hangs, is
-    /// delivered again as if `d` had passed (a handler still running renews its lease).
+    /// [`advance`](Self::advance), and the ack deadlines of every claim in flight pass `d`
+    /// too: a manual-ack handler that returned without acking, or a handler that hangs, is
+    /// delivered again as if `d` had passed. A handler still running is treated as one that
+    /// outlived its ack timeout: its message is delivered again alongside it, as in
+    /// production when a handler outlives its lease. Use it once the handlers you mean to
+    /// time out have returned, or to test that your handler copes with a redelivery.
     ///
     /// # Errors
     /// [`Error::Redis`] when the test's Redis does not answer.
@@ -267,13 +275,20 @@ impl TestRuntime {
             let Some(mut state) = self.producer.schedule_state_at(&name, &topic).await? else {
                 continue;
             };
-            for _ in 0..10_000 {
+            let mut of_this = 0usize;
+            loop {
                 match self.producer.produce_ticks(&mut state, now, lead).await? {
                     Produced::Ticks { ticks: written, .. } => {
+                        of_this += written.len();
                         let ids = ticks.entry(topic.clone()).or_default();
                         ids.extend(written.iter().map(|t| tick_id(&name, *t)));
                         if state.next > now + lead {
                             break;
+                        }
+                        if of_this >= MAX_TICKS_PER_ADVANCE {
+                            return Err(Error::Config(format!(
+                                "advance({d:?}) passes more than {MAX_TICKS_PER_ADVANCE} ticks of schedule {name:?}: advance less at a time, or leave the schedule out (TestRuntime::builder().schedules([..])); the {of_this} written so far wait at their times"
+                            )));
                         }
                     }
                     // Refreshed from the record: go on from its next tick.

@@ -1,4 +1,4 @@
-//! Review r: issue 31 item 8 (one malformed record stops everything) is not addressed, and the
+//! issue 31 item 8 (one malformed record stops everything) is not addressed, and the
 //! new `misfire_after` field is one more way in: a record whose `misfire_after` (or `tz`, or
 //! `next`) is hand-broken makes every runtime listening on its topic refuse to start, and
 //! the other schedules of that topic stop with it.

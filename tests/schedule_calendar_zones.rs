@@ -1,4 +1,4 @@
-//! Review r: the calendar (through the public `Schedule::next_ticks`) against a brute-force
+//! the calendar (through the public `Schedule::next_ticks`) against a brute-force
 //! reference in zones the crate's own reference does not cover: a whole skipped day (Apia
 //! 2011), a 30-minute change of standard offset (Caracas 2016), DST abolished (Sao Paulo
 //! 2019, Moscow 2011/2014), a 2-hour DST (Antarctica/Troll), negative DST (Dublin), DST

@@ -1,4 +1,4 @@
-//! Review r: "advance ... promotes every far bucket however far" (issue 32 item 9: terminate
+//! "advance ... promotes every far bucket however far" (issue 32 item 9: terminate
 //! for any allowed due time). With a schedule in the test, an advance that far writes every
 //! tick within it first, 1,000 a call, up to 10,000 calls (10 million messages) and then
 //! silently stops writing: an advance of a century over an hourly schedule (876,600 ticks)

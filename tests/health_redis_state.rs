@@ -1,4 +1,4 @@
-//! Review r: `ready_checks = "none"` (the new default) only leaves Redis out of *readiness*;
+//! `ready_checks = "none"` (the new default) only leaves Redis out of *readiness*;
 //! API.md still promises `RuntimeHandle::health()` reports `redis: Up | Down { since }`. With
 //! the default, `check()` never sends its PING, so a runtime that has no delay listener (a
 //! stream consumer; the wake-up subscriber is what notices otherwise) reports Redis `Up`

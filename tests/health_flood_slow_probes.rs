@@ -1,4 +1,4 @@
-//! Review r: the health port's cap of 128 connections closes the oldest when a new one comes,
+//! the health port's cap of 128 connections closes the oldest when a new one comes,
 //! whether or not a request is being served on it. Under a flood that keeps opening
 //! connections (not one that opens 2,000 and stops), a probe whose answer takes a few hundred
 //! ms (a readiness PING on a busy Redis) is closed before its answer is written.

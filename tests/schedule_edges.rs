@@ -1,4 +1,4 @@
-//! Review r: schedules that stop, against real Redis.
+//! schedules that stop, against real Redis.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Review r: "Other DELAYQ_ names that are near nothing pass, since the environment is shared
+//! "Other DELAYQ_ names that are near nothing pass, since the environment is shared
 //! (Kubernetes sets DELAYQ_SERVICE_HOST and DELAYQ_PORT for a Service named delayq)" (README).
 //! Kubernetes sets the same links for every Service in the namespace: one named
 //! `delayq-redis` (the Redis the workers use) or `delayq-dashboard` (delayq's own dashboard)

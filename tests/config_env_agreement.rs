@@ -1,4 +1,4 @@
-//! Review r: the runtime and `Producer::connect_from_env()` read the same environment and
+//! the runtime and `Producer::connect_from_env()` read the same environment and
 //! file differently. A producer-only process (a web front end that only sends) and the worker
 //! then disagree silently. One test: the environment is this binary's own.
 

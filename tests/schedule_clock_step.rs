@@ -1,4 +1,4 @@
-//! Review r: a step of this machine's clock between two readings of Redis' clock (the tick
+//! a step of this machine's clock between two readings of Redis' clock (the tick
 //! producer measures the offset once a minute: every 6th poll of 10 s). The runtime under
 //! test runs in a child process whose wall clock libfaketime steps (monotonic time stays
 //! real); Redis runs unfaked in this process' server.

@@ -1,4 +1,4 @@
-//! Review r: URL forms whose password still shows after the one-redaction rewrite.
+//! URL forms whose password still shows after the one-redaction rewrite.
 //! The connection layer (redis 1.8.1, `url::Url::query_pairs`) reads a unix socket's password
 //! from the `pass` query value up to the next `&` (a `,` or `@` is part of it) and
 //! percent-decodes the key; redact_url stops the value at `,`, takes an `@` anywhere for

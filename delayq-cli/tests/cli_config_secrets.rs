@@ -1,4 +1,4 @@
-//! Review r: `delayq config check` prints a unix socket URL's password when it holds an `@`
+//! `delayq config check` prints a unix socket URL's password when it holds an `@`
 //! (redis 1.8 reads `pass` up to the next `&`; redact_url takes the last `@` for userinfo).
 
 #[allow(dead_code)]

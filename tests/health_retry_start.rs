@@ -1,4 +1,4 @@
-//! Review r: start is all or nothing, so a start refused because a port was taken can be
+//! start is all or nothing, so a start refused because a port was taken can be
 //! tried again once the port is free. The Prometheus recorder is installed (process-global)
 //! before the listeners bind and is not taken back when the bind fails: every later start in
 //! the process is refused with "is a metrics recorder installed already?".
