@@ -112,7 +112,10 @@ fn through_an_outage(
     for p in again {
         p.stop();
     }
-    let after = ScheduleTick::read_all(&ledger)[before.len()..].to_vec();
+    // By tick time: two processes may run the catch-up tick and the next one at the same
+    // moment, so the ledger's order is not the ticks' order.
+    let mut after = ScheduleTick::read_all(&ledger)[before.len()..].to_vec();
+    after.sort_by_key(|t| t.scheduled_ms);
     (before, after, restarted)
 }
 
