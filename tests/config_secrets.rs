@@ -40,13 +40,18 @@ fn consumer_output(url: &str, dir: &Path, run: Duration, during: impl FnOnce()) 
         .spawn()
         .unwrap();
     std::thread::sleep(run);
-    during();
+    // A failing step must not leave the consumer running after the test.
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(during)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::panic::resume_unwind(panic);
+    }
     std::thread::sleep(run);
     delayq_dev::signal_pid(child.id(), libc::SIGTERM);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
+            let _ = child.kill();
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -25,7 +25,7 @@ async fn tick(_payload: u8) {}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn child_runtime() {
-    let Ok(url) = std::env::var("REVIEW_R_URL") else {
+    let Ok(url) = std::env::var("CLOCK_STEP_REDIS_URL") else {
         return;
     };
     let rt = Runtime::builder()
@@ -129,17 +129,19 @@ fn a_clock_step_neither_spins_nor_stops_the_tick_producer() {
     let dir = tempfile::tempdir().unwrap();
     let clock = dir.path().join("faketime");
     std::fs::write(&clock, "+0\n").unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_runtime", "--ignored", "--nocapture"])
-        .env("REVIEW_R_URL", server.url())
-        .env("LD_PRELOAD", FAKETIME)
-        .env("FAKETIME_TIMESTAMP_FILE", &clock)
-        .env("FAKETIME_NO_CACHE", "1")
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_runtime", "--ignored", "--nocapture"])
+            .env("CLOCK_STEP_REDIS_URL", server.url())
+            .env("LD_PRELOAD", FAKETIME)
+            .env("FAKETIME_TIMESTAMP_FILE", &clock)
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Started, producing a tick a second (and its first clock reading done).
     std::thread::sleep(Duration::from_secs(4));
     reset_stats(&server);
@@ -156,8 +158,7 @@ fn a_clock_step_neither_spins_nor_stops_the_tick_producer() {
     std::fs::write(&clock, "-1h\n").unwrap();
     let backward_ticks = ticks_written(&server, Duration::from_secs(8));
 
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     println!(
         "4 s steady: {steady} EVALSHA, {steady_ticks} writes of ticks; 3 s after +1h: {forward} EVALSHA; 8 s after -1h: {backward_ticks} writes of ticks"
     );
@@ -177,4 +178,14 @@ fn a_clock_step_neither_spins_nor_stops_the_tick_producer() {
         ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The child runtime, ended however the test ends (a failed assertion included).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
