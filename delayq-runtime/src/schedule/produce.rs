@@ -1,7 +1,9 @@
 //! The tick producer: each runtime writes the ticks of its schedules a little ahead of their
 //! time (the `#[scheduled]` fns it runs, and the dynamic schedules of the topics it listens
 //! on). Every process doing so for the same schedule races for each tick; the write is fenced
-//! on the schedule's record, so one wins and the others read that record again.
+//! on the schedule's record (its `next` and `gen`), so one wins and the others learn the new
+//! `next` from the fence's reply; only a record that changed otherwise (a new spec, a hand
+//! edit) is read again.
 //!
 //! Two tasks share the work, so that reading schedules never holds up a tick:
 //! - the reader learns of changes: woken at once by a change anywhere (this process's own,
