@@ -89,8 +89,8 @@ pub(crate) struct SendArgs {
     /// The payload, as JSON.
     #[arg(value_name = "JSON")]
     pub(crate) payload: String,
-    /// When it is due, from now: 500ms, 5s, 10m, 2h, 1d.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    /// When it is due, from now: 500ms, 5s, 10m, 2h, 1h30m (durations as delayq.toml writes them).
+    #[arg(long, value_parser = delay, default_value = "0s")]
     pub(crate) delay: Duration,
     /// Your own id: sending it again while it is pending does nothing (see --replace).
     #[arg(long)]
@@ -155,4 +155,12 @@ pub(crate) struct DeadTarget {
     /// Every dead letter of the topic.
     #[arg(long)]
     pub(crate) all: bool,
+}
+
+/// `--delay`: a duration as every other part of delayq reads it (`delayq-spec`'s rule), zero
+/// allowed.
+fn delay(text: &str) -> Result<Duration, String> {
+    delayq_spec::duration::parse_ms(text)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("expected a duration: {}", delayq_spec::duration::FORMAT))
 }

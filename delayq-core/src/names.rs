@@ -1,29 +1,10 @@
 //! The rules for names: topics, streams, rooms, leader tasks and namespaces, checked before
-//! anything is written (a name becomes part of Redis keys).
+//! anything is written (a name becomes part of Redis keys). The rule is `delayq-spec`'s, which
+//! the attributes check at compile time.
 
 use crate::error::{Error, Result};
 
-/// Topic names: `delayq-macros` checks the same rule at compile time for
-/// `#[delay_listener(topic = ...)]` (its values.rs); keep the two in step.
-const MAX_TOPIC_LEN: usize = 128;
-const MAX_NAMESPACE_LEN: usize = 64;
-
-fn allowed(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
-}
-
-/// Why `name` breaks the topic rule, if it does.
-fn name_problem(name: &str) -> Option<String> {
-    if name.is_empty() {
-        Some("it is empty".to_string())
-    } else if name.len() > MAX_TOPIC_LEN {
-        Some(format!("it is {} characters long", name.len()))
-    } else {
-        name.chars()
-            .find(|c| !allowed(*c))
-            .map(|c| format!("{c:?} is not allowed"))
-    }
-}
+use delayq_spec::{name_problem, namespace_ok};
 
 /// Checks a topic name: 1 to 128 characters from `[A-Za-z0-9._:-]`.
 ///
@@ -56,10 +37,7 @@ pub fn validate_name(kind: &'static str, name: &str) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidNamespace`](crate::Error::InvalidNamespace).
 pub fn validate_namespace(namespace: &str) -> Result<()> {
-    if namespace.is_empty()
-        || namespace.len() > MAX_NAMESPACE_LEN
-        || !namespace.chars().all(allowed)
-    {
+    if !namespace_ok(namespace) {
         return Err(Error::InvalidNamespace {
             namespace: namespace.to_string(),
         });

@@ -2,7 +2,6 @@
 //! database the runtime uses), and its registration: the schedule and the delay listener
 //! that runs its ticks on the topic of the schedule's name.
 
-use croner::parser::{CronParser, Seconds, Year};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -11,7 +10,11 @@ use syn::{ItemFn, LitStr};
 use crate::attr::{attribute_span, int, string, Args, Spec};
 use crate::expand::{function_path, given_list, listener_options, type_checks};
 use crate::validate::{attempts_and_lease, handling, Handling};
-use crate::values::{duration, name, required};
+use crate::values::{duration, name, refused, required};
+use delayq_spec::defaults::{
+    MIN_EVERY_MS, MIN_MISFIRE_AFTER_MS, MISFIRE_AFTER_MS as DEFAULT_MISFIRE_AFTER_MS,
+    SCHEDULE_CONCURRENCY as DEFAULT_SCHEDULE_CONCURRENCY,
+};
 
 /// The options of `#[scheduled]`.
 pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
@@ -25,25 +28,6 @@ pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
     int("max_attempts"),
     string("ack_timeout"),
     string("backoff"),
-];
-
-/// One tick at a time unless asked otherwise.
-const DEFAULT_SCHEDULE_CONCURRENCY: u32 = 1;
-/// The shortest interval (the runtime's `MIN_EVERY`).
-const MIN_EVERY_MS: u64 = 10;
-/// The misfire threshold unless given (the runtime's `DEFAULT_MISFIRE_AFTER`), and the
-/// shortest one.
-const DEFAULT_MISFIRE_AFTER_MS: u64 = 60_000;
-const MIN_MISFIRE_AFTER_MS: u64 = 100;
-
-const FIELDS_5: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
-const FIELDS_6: [&str; 6] = [
-    "second",
-    "minute",
-    "hour",
-    "day of month",
-    "month",
-    "day of week",
 ];
 
 /// A validated `#[scheduled]` fn.
@@ -60,69 +44,11 @@ pub(crate) struct Scheduled {
     handling: Handling,
 }
 
-fn parser() -> CronParser {
-    CronParser::builder()
-        .seconds(Seconds::Optional)
-        .year(Year::Disallowed)
-        .build()
-}
-
-/// The pattern as the runtime parses it; an error names the field at fault.
+/// The pattern as the runtime reads it; an error names the field at fault.
 fn cron(lit: &LitStr) -> syn::Result<String> {
     let pattern = lit.value();
-    let e = match parser().parse(pattern.trim()) {
-        Ok(parsed) if matches_some_date(&parsed) => return Ok(pattern.trim().to_string()),
-        Ok(_) => {
-            return Err(syn::Error::new(
-                lit.span(),
-                format!("invalid cron pattern: the day of month field never falls in its months ({:?} matches no date, like 30 February)", pattern.trim()),
-            ))
-        }
-        Err(e) => e,
-    };
-    let fields: Vec<&str> = pattern.split_whitespace().collect();
-    let names: &[&str] = match fields.len() {
-        5 => &FIELDS_5,
-        6 => &FIELDS_6,
-        n if !pattern.trim().starts_with('@') => {
-            return Err(syn::Error::new(
-                lit.span(),
-                format!("invalid cron pattern: {n} fields; give 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)"),
-            ))
-        }
-        _ => &[],
-    };
-    let at_fault = (0..names.len()).find(|&i| {
-        let alone: Vec<&str> = (0..fields.len())
-            .map(|j| if j == i { fields[i] } else { "*" })
-            .collect();
-        parser().parse(&alone.join(" ")).is_err()
-    });
-    Err(syn::Error::new(
-        lit.span(),
-        match at_fault {
-            Some(i) => format!(
-                "invalid cron pattern: the {} field {:?}: {e}",
-                names[i], fields[i]
-            ),
-            None => format!("invalid cron pattern: {e}"),
-        },
-    ))
-}
-
-/// Whether any day of a whole Gregorian cycle (400 years, after which dates and weekdays
-/// repeat) matches the pattern's date fields; `0 0 30 2 *` matches none.
-fn matches_some_date(cron: &croner::Cron) -> bool {
-    let mut day = jiff::civil::date(2000, 1, 1);
-    (0..146_097).any(|_| {
-        let (y, m, d) = (day.year(), day.month() as u32, day.day() as u32);
-        let weekday =
-            croner::Weekday::from_days_from_sunday(day.weekday().to_sunday_zero_offset() as u32);
-        day = day.tomorrow().unwrap_or(day);
-        let p = &cron.pattern;
-        p.month_match(m).unwrap_or(false)
-            && p.day_match(i32::from(y), m, d, weekday).unwrap_or(false)
-    })
+    delayq_spec::cron(&pattern).map_err(|e| refused(lit.span(), &e))?;
+    Ok(pattern.trim().to_string())
 }
 
 pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled> {
@@ -157,20 +83,15 @@ pub(crate) fn scheduled(args: Args, function: &ItemFn) -> syn::Result<Scheduled>
         }
     };
     let tz = match args.str("tz") {
-        None => "UTC".to_string(),
+        None => delayq_spec::defaults::TZ.to_string(),
         Some(lit) => {
             let tz = lit.value();
-            if let Err(e) = jiff::tz::TimeZone::get(&tz) {
-                return Err(syn::Error::new(
-                    lit.span(),
-                    format!("unknown time zone {tz:?}: give an IANA name like \"Europe/Berlin\" or \"UTC\" ({e})"),
-                ));
-            }
+            delayq_spec::time_zone(&tz).map_err(|e| refused(lit.span(), &e))?;
             tz
         }
     };
     let catch_up = match args.str("catch_up") {
-        None => "last".to_string(),
+        None => delayq_spec::defaults::CATCH_UP.to_string(),
         Some(lit) => match lit.value().as_str() {
             v @ ("last" | "none" | "all") => v.to_string(),
             _ => {

@@ -171,10 +171,11 @@ pub(crate) const STREAM_OPTIONS: &[Spec] = &[
     string("backoff"),
 ];
 
-pub(crate) const DEFAULT_MAX_DELIVERIES: u32 = 16;
-pub(crate) const DEFAULT_MIN_IDLE_MS: u64 = 60_000;
-pub(crate) const DEFAULT_BATCH: u32 = 100;
-pub(crate) const MAX_BATCH: u32 = 10_000;
+use delayq_spec::defaults::{
+    BATCH as DEFAULT_BATCH, LEADER_TTL_MS as DEFAULT_LEADER_TTL_MS, MAX_BATCH,
+    MAX_DELIVERIES as DEFAULT_MAX_DELIVERIES, MIN_IDLE_MS as DEFAULT_MIN_IDLE_MS,
+    MIN_LEADER_TTL_MS,
+};
 
 /// A validated stream listener.
 pub(crate) struct StreamListener {
@@ -235,8 +236,6 @@ pub(crate) fn stream_listener(args: Args, function: &ItemFn) -> syn::Result<Stre
 /// The options of `#[leader_task]`.
 pub(crate) const LEADER_OPTIONS: &[Spec] = &[string("name"), string("every"), string("ttl")];
 
-pub(crate) const DEFAULT_LEADER_TTL_MS: u64 = 15_000;
-
 /// A validated leader task.
 pub(crate) struct LeaderTask {
     pub name: String,
@@ -271,9 +270,6 @@ pub(crate) fn leader_task(args: Args, function: &ItemFn) -> syn::Result<LeaderTa
         return_type: shape.return_type,
     })
 }
-
-/// The core's `LeaderLease` refuses shorter leases (renewed every third of it).
-const MIN_LEADER_TTL_MS: u64 = 300;
 
 fn leader_ttl(lit: &LitStr) -> syn::Result<u64> {
     let ms = duration(lit, "ttl")?;

@@ -10,33 +10,23 @@ pub(crate) fn jittered(full: Duration) -> Duration {
     Duration::from_millis(ms - ms / 2 + fastrand::u64(0..=ms / 2))
 }
 
-/// The wait before a retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backoff {
-    /// `base * 2^(attempt-1)`, capped at `max`, with jitter (a uniform pick in the upper half).
-    Exponential {
-        /// First delay (ms).
-        base_ms: u64,
-        /// Cap (ms).
-        max_ms: u64,
-    },
-    /// The same delay every time.
-    Fixed {
-        /// Delay (ms).
-        ms: u64,
-    },
+/// A retry delay policy (`delayq-spec`'s, which the attributes and `delayq.toml` both read).
+pub use delayq_core::config::Backoff;
+
+/// The wait before a retry, as the runtime takes it.
+pub(crate) trait RetryDelay {
+    /// The delay before retrying after failed attempt number `attempt` (1-based): an
+    /// exponential policy's `base * 2^(attempt-1)`, capped, with jitter (a uniform pick in the
+    /// upper half); a fixed one's delay as it is.
+    fn delay(&self, attempt: u32) -> Duration;
 }
 
-impl Backoff {
-    /// The delay before retrying after failed attempt number `attempt` (1-based).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        match *self {
-            Backoff::Fixed { ms } => Duration::from_millis(ms),
-            Backoff::Exponential { base_ms, max_ms } => {
-                let doublings = attempt.saturating_sub(1).min(40);
-                let full = base_ms.saturating_mul(1u64 << doublings).min(max_ms);
-                jittered(Duration::from_millis(full))
-            }
+impl RetryDelay for Backoff {
+    fn delay(&self, attempt: u32) -> Duration {
+        let full = Duration::from_millis(self.full_delay_ms(attempt));
+        match self {
+            Backoff::Fixed { .. } => full,
+            Backoff::Exponential { .. } => jittered(full),
         }
     }
 }
@@ -63,7 +53,7 @@ impl ListenerOptions {
 
 #[cfg(test)]
 mod tests {
-    use super::Backoff;
+    use super::{Backoff, RetryDelay};
     use std::time::Duration;
 
     #[test]

@@ -18,10 +18,10 @@ pub(super) fn ms_opt(t: Option<SystemTime>) -> Value {
     t.map_or(Value::Null, |t| json!(ms(t)))
 }
 
-/// `in 4m 3s`, `12s ago` or `now`, to the second.
+/// `in 4m3s`, `12s ago` or `now`, to the second; the duration as `--delay` and `delayq.toml`
+/// read it.
 pub(crate) fn relative(t: SystemTime, now: SystemTime) -> String {
-    let secs =
-        |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
+    let secs = |d: Duration| delayq_spec::duration::format_ms(d.as_secs().saturating_mul(1_000));
     match t.duration_since(now) {
         Ok(ahead) if ahead.as_secs() > 0 => format!("in {}", secs(ahead)),
         Ok(_) => "now".to_string(),
@@ -131,7 +131,7 @@ mod tests {
     fn relative_times_read_naturally() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         assert_eq!(relative(now + Duration::from_millis(4_500), now), "in 4s");
-        assert_eq!(relative(now - Duration::from_secs(90), now), "1m 30s ago");
+        assert_eq!(relative(now - Duration::from_secs(90), now), "1m30s ago");
         assert_eq!(relative(now + Duration::from_millis(300), now), "now");
         assert_eq!(relative(now - Duration::from_millis(300), now), "now");
     }

@@ -10,8 +10,9 @@ mod options;
 mod suggest;
 mod value;
 
+pub use delayq_spec::Backoff;
 pub use env::{env_name, runtime_variable_typo, variable_prefix, CONFIG_VAR, NOT_OPTIONS};
 pub use file::{ConfigFile, FileSetting, Scope};
-pub use options::{options, parse, synonym, Kind, Parsed, SecretUrl, ValueKind};
+pub use options::{option, options, parse, synonym, Kind, Parsed, SecretUrl, ValueKind};
 pub use suggest::nearest;
-pub use value::{BackoffSpec, ConfigSource, ConfigValue, Raw};
+pub use value::{ConfigSource, ConfigValue, Raw};

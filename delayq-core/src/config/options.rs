@@ -4,83 +4,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::value::{humane, BackoffSpec, ConfigValue, Raw};
+use delayq_spec::duration::{self, format_ms};
+use delayq_spec::Backoff;
+
+use super::value::{ConfigValue, Raw};
 use crate::schedule::{CatchUp, Schedule};
 
-/// What a set of options belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// The runtime itself (top-level keys).
-    Runtime,
-    /// A `#[delay_listener]` (`[listeners."<topic>"]`).
-    Listener,
-    /// A `#[stream_listener]` (`[streams."<stream>"."<group>"]`).
-    Stream,
-    /// A `#[leader_task]` (`[leader_tasks."<name>"]`).
-    LeaderTask,
-    /// A `#[scheduled]` fn (`[schedules."<name>"]`).
-    Schedule,
-}
-
-impl Kind {
-    /// The table that holds this kind's options in the file (`listeners`, …).
-    pub fn table(self) -> &'static str {
-        match self {
-            Kind::Runtime => "",
-            Kind::Listener => "listeners",
-            Kind::Stream => "streams",
-            Kind::LeaderTask => "leader_tasks",
-            Kind::Schedule => "schedules",
-        }
-    }
-
-    /// What one is called in messages.
-    pub fn noun(self) -> &'static str {
-        match self {
-            Kind::Runtime => "runtime",
-            Kind::Listener => "delay listener",
-            Kind::Stream => "stream listener",
-            Kind::LeaderTask => "leader task",
-            Kind::Schedule => "schedule",
-        }
-    }
-}
-
-/// The type of an option's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueKind {
-    /// `true` or `false`.
-    Bool,
-    /// A whole number from 1 to the maximum.
-    Count {
-        /// The largest allowed.
-        max: u32,
-    },
-    /// A humane duration (`"30s"`) of at least `min_ms`.
-    Duration {
-        /// The shortest allowed (ms).
-        min_ms: u64,
-    },
-    /// `"exp(1s, 10m)"` or `"fixed(5s)"`.
-    Backoff,
-    /// A Redis URL (non-empty text); shown with its password as `***`.
-    RedisUrl,
-    /// A key namespace (the namespace rule).
-    Namespace,
-    /// A `host:port` to listen on.
-    Addr,
-    /// A cron pattern.
-    Cron,
-    /// An IANA time zone.
-    Tz,
-    /// `"last"`, `"none"` or `"all"`.
-    CatchUp,
-    /// `"$"` or `"0"`: where a new consumer group starts.
-    StreamStart,
-    /// What readiness includes: `"none"`, or `redis` and `listeners`, comma-separated.
-    ReadyChecks,
-}
+pub use delayq_spec::options::{option, options, synonym, Kind, ValueKind};
 
 /// A checked value.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +22,7 @@ pub enum Parsed {
     /// A duration (ms).
     Ms(u64),
     /// A backoff policy.
-    Backoff(BackoffSpec),
+    Backoff(Backoff),
     /// Text (a namespace, cron pattern or time zone).
     Text(String),
     /// A Redis URL, which may carry a password: shown and debug-printed without it.
@@ -140,7 +70,7 @@ impl std::fmt::Display for Parsed {
         match self {
             Parsed::Bool(b) => write!(f, "{b}"),
             Parsed::Count(n) => write!(f, "{n}"),
-            Parsed::Ms(ms) => f.write_str(&humane(*ms)),
+            Parsed::Ms(ms) => f.write_str(&format_ms(*ms)),
             Parsed::Backoff(b) => write!(f, "{b}"),
             Parsed::Text(t) => f.write_str(t),
             Parsed::RedisUrl(u) => write!(f, "{u}"),
@@ -152,78 +82,7 @@ impl std::fmt::Display for Parsed {
     }
 }
 
-// The limits are the attributes' (delayq-macros' values.rs and validate.rs).
-const CONCURRENCY: ValueKind = ValueKind::Count { max: 10_000 };
-const ATTEMPTS: ValueKind = ValueKind::Count { max: 1_000_000 };
-const LEASE: ValueKind = ValueKind::Duration { min_ms: 100 };
-
 const READY_CHECKS: &str = "\"none\", or \"redis\" and/or \"listeners\" comma-separated";
-
-const RUNTIME: &[(&str, ValueKind)] = &[
-    ("redis_url", ValueKind::RedisUrl),
-    ("namespace", ValueKind::Namespace),
-    ("shutdown_grace", ValueKind::Duration { min_ms: 1 }),
-    ("gauges_every", ValueKind::Duration { min_ms: 1_000 }),
-    ("prometheus", ValueKind::Addr),
-    ("health", ValueKind::Addr),
-    ("ready_checks", ValueKind::ReadyChecks),
-];
-const LISTENER: &[(&str, ValueKind)] = &[
-    ("enabled", ValueKind::Bool),
-    ("concurrency", CONCURRENCY),
-    ("max_attempts", ATTEMPTS),
-    ("ack_timeout", LEASE),
-    ("backoff", ValueKind::Backoff),
-];
-const STREAM: &[(&str, ValueKind)] = &[
-    ("enabled", ValueKind::Bool),
-    ("concurrency", CONCURRENCY),
-    ("max_deliveries", ATTEMPTS),
-    ("min_idle", LEASE),
-    ("batch", ValueKind::Count { max: 10_000 }),
-    ("backoff", ValueKind::Backoff),
-    ("start", ValueKind::StreamStart),
-];
-const LEADER_TASK: &[(&str, ValueKind)] = &[
-    ("enabled", ValueKind::Bool),
-    ("every", ValueKind::Duration { min_ms: 1 }),
-    ("ttl", ValueKind::Duration { min_ms: 300 }),
-];
-const SCHEDULE: &[(&str, ValueKind)] = &[
-    ("enabled", ValueKind::Bool),
-    ("cron", ValueKind::Cron),
-    ("every", ValueKind::Duration { min_ms: 10 }),
-    ("tz", ValueKind::Tz),
-    ("catch_up", ValueKind::CatchUp),
-    ("misfire_after", ValueKind::Duration { min_ms: 100 }),
-    ("concurrency", CONCURRENCY),
-    ("max_attempts", ATTEMPTS),
-    ("ack_timeout", LEASE),
-    ("backoff", ValueKind::Backoff),
-];
-
-/// The options `kind` takes, with their types.
-pub fn options(kind: Kind) -> &'static [(&'static str, ValueKind)] {
-    match kind {
-        Kind::Runtime => RUNTIME,
-        Kind::Listener => LISTENER,
-        Kind::Stream => STREAM,
-        Kind::LeaderTask => LEADER_TASK,
-        Kind::Schedule => SCHEDULE,
-    }
-}
-
-/// The option of `kind` that another kind's `name` corresponds to: a stream listener's
-/// `max_deliveries` and `min_idle` are a delay listener's `max_attempts` and `ack_timeout`.
-pub fn synonym(kind: Kind, name: &str) -> Option<&'static str> {
-    match (kind, name) {
-        (Kind::Stream, "max_attempts") => Some("max_deliveries"),
-        (Kind::Stream, "ack_timeout") => Some("min_idle"),
-        (Kind::Listener | Kind::Schedule, "max_deliveries") => Some("max_attempts"),
-        (Kind::Listener | Kind::Schedule, "min_idle") => Some("ack_timeout"),
-        _ => None,
-    }
-}
 
 fn found(raw: &Raw) -> String {
     match raw {
@@ -233,35 +92,6 @@ fn found(raw: &Raw) -> String {
         Raw::Typed(ConfigValue::Text(t)) | Raw::Text(t) => format!("{t:?}"),
         Raw::Other(what) => format!("a {what}"),
     }
-}
-
-/// A humane duration: a whole number followed by `ms`, `s`, `m` or `h` (as in the attributes).
-pub(crate) fn duration_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let factor = match unit.trim() {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return None,
-    };
-    n.checked_mul(factor).filter(|ms| *ms > 0)
-}
-
-fn backoff(text: &str) -> Option<BackoffSpec> {
-    let text = text.trim();
-    if let Some(inner) = text.strip_prefix("exp(").and_then(|t| t.strip_suffix(')')) {
-        let (base, max) = inner.split_once(',')?;
-        let (base_ms, max_ms) = (duration_ms(base)?, duration_ms(max)?);
-        return (max_ms >= base_ms).then_some(BackoffSpec::Exponential { base_ms, max_ms });
-    }
-    let inner = text.strip_prefix("fixed(")?.strip_suffix(')')?;
-    Some(BackoffSpec::Fixed {
-        ms: duration_ms(inner)?,
-    })
 }
 
 /// The text of a value that must be text (from a file or builder), or of any value from the
@@ -301,26 +131,22 @@ pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
         ValueKind::Duration { min_ms } => {
             let ms = match raw {
                 Raw::Typed(ConfigValue::Duration(d)) => u64::try_from(d.as_millis()).ok(),
-                other => text(other).and_then(duration_ms),
+                other => text(other).and_then(duration::positive_ms),
             };
             match ms {
                 Some(ms) if ms >= min_ms => Ok(Parsed::Ms(ms)),
                 Some(_) => Err(format!(
                     "{} is too short: at least {}",
                     found(raw),
-                    humane(min_ms)
+                    format_ms(min_ms)
                 )),
-                None => Err(expected(
-                    "a duration: a whole number with a unit ms, s, m or h, like \"30s\"",
-                )),
+                None => Err(expected(&format!("a duration: {}", duration::FORMAT))),
             }
         }
-        ValueKind::Backoff => text(raw)
-            .and_then(backoff)
-            .map(Parsed::Backoff)
-            .ok_or_else(|| {
-                expected("\"exp(<base>, <max>)\" or \"fixed(<delay>)\", like \"exp(1s, 10m)\"")
-            }),
+        ValueKind::Backoff => match text(raw) {
+            Some(t) => Backoff::parse(t).map(Parsed::Backoff),
+            None => Err(expected(delayq_spec::BACKOFF_FORMAT)),
+        },
         ValueKind::RedisUrl => match text(raw) {
             Some(t) if !t.trim().is_empty() => {
                 Ok(Parsed::RedisUrl(SecretUrl(t.trim().to_string())))

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::Timestamp;
@@ -15,86 +14,26 @@ use super::civil::CivilCron;
 use crate::error::{Error, Result};
 use crate::time::MAX_DUE_MS;
 
-/// The fields of a cron pattern, by position, for errors (5 fields, or 6 with seconds first).
-const FIELDS_5: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
-const FIELDS_6: [&str; 6] = [
-    "second",
-    "minute",
-    "hour",
-    "day of month",
-    "month",
-    "day of week",
-];
-
 /// The shortest interval of an `every` schedule.
-pub const MIN_EVERY: Duration = Duration::from_millis(10);
+pub const MIN_EVERY: Duration = Duration::from_millis(delayq_spec::defaults::MIN_EVERY_MS);
 
-fn parser() -> CronParser {
-    CronParser::builder()
-        .seconds(Seconds::Optional)
-        .year(Year::Disallowed)
-        .build()
-}
-
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Error {
+fn invalid(e: delayq_spec::SpecError) -> Error {
     Error::InvalidSchedule {
-        field: field.into(),
-        reason: reason.into(),
+        field: e.field,
+        reason: e.reason,
     }
 }
 
 /// Parses a cron pattern: 5 fields, or 6 with seconds first; `MON`–`SUN`, `JAN`–`DEC`;
-/// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`. An error names the field at fault.
+/// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`. An error names the field at fault
+/// (`delayq-spec`'s rule, which `#[scheduled]` checks at compile time).
 pub(crate) fn parse_cron(pattern: &str) -> Result<Cron> {
-    let trimmed = pattern.trim();
-    match parser().parse(trimmed) {
-        Ok(cron) if CivilCron::new(cron.clone()).next_at_or_after(0, i64::MAX).is_none() => {
-            Err(invalid(
-                "cron day of month",
-                format!("{trimmed:?} matches no date: its day of month never falls in its months (like 30 February)"),
-            ))
-        }
-        Ok(cron) => Ok(cron),
-        Err(e) => {
-            let fields: Vec<&str> = trimmed.split_whitespace().collect();
-            let names: &[&str] = match fields.len() {
-                5 => &FIELDS_5,
-                6 => &FIELDS_6,
-                n if !trimmed.starts_with('@') => {
-                    return Err(invalid(
-                        "cron",
-                        format!("{pattern:?} has {n} fields: give 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)"),
-                    ))
-                }
-                _ => return Err(invalid("cron", format!("{pattern:?}: {e}"))),
-            };
-            // The first field that fails alone (the others `*`) is the one at fault.
-            for (i, field) in fields.iter().enumerate() {
-                let alone: Vec<&str> = (0..fields.len())
-                    .map(|j| if j == i { *field } else { "*" })
-                    .collect();
-                if let Err(e) = parser().parse(&alone.join(" ")) {
-                    return Err(invalid(
-                        format!("cron {}", names[i]),
-                        format!("{field:?} in {pattern:?}: {e}"),
-                    ));
-                }
-            }
-            Err(invalid("cron", format!("{pattern:?}: {e}")))
-        }
-    }
+    delayq_spec::cron(pattern).map_err(invalid)
 }
 
 /// An IANA time zone by name (`Europe/Berlin`, `UTC`).
 pub(crate) fn zone(name: &str) -> Result<TimeZone> {
-    TimeZone::get(name).map_err(|e| {
-        invalid(
-            "tz",
-            format!(
-                "{name:?} is not an IANA time zone name (like \"Europe/Berlin\" or \"UTC\"): {e}"
-            ),
-        )
-    })
+    delayq_spec::time_zone(name).map_err(invalid)
 }
 
 /// When the ticks fall.

@@ -15,9 +15,11 @@ pub const CATCH_UP_ALL_MAX: usize = 100;
 
 /// The default of [`Schedule::misfire_after`]: a tick produced more than a minute late counts as
 /// missed (Quartz's misfire threshold is the same).
-pub const DEFAULT_MISFIRE_AFTER: Duration = Duration::from_secs(60);
+pub const DEFAULT_MISFIRE_AFTER: Duration =
+    Duration::from_millis(delayq_spec::defaults::MISFIRE_AFTER_MS);
 /// The shortest [`Schedule::misfire_after`].
-const MIN_MISFIRE_AFTER: Duration = Duration::from_millis(100);
+const MIN_MISFIRE_AFTER: Duration =
+    Duration::from_millis(delayq_spec::defaults::MIN_MISFIRE_AFTER_MS);
 
 /// What runs of the ticks missed while no process produced them (the process was stopped,
 /// Redis was unreachable). A tick counts as missed once it is more than the schedule's
@@ -272,21 +274,7 @@ impl Schedule {
     }
 }
 
-/// `5m`, `100ms`, `1h30m`: the shortest humane form of `ms`.
-pub(crate) fn humane(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(3_600_000, "h"), (60_000, "m"), (1_000, "s"), (1, "ms")];
-    if ms == 0 {
-        return "0ms".into();
-    }
-    let (mut rest, mut out) = (ms, String::new());
-    for (size, unit) in UNITS {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
-}
+pub(crate) use delayq_spec::duration::format_ms as humane;
 
 #[cfg(test)]
 mod tests {

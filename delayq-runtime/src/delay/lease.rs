@@ -10,7 +10,7 @@ use delayq_core::{AckError, MessageId};
 use crate::ack_batcher::AckBatcher;
 use crate::books::{BookEntry, Books};
 use crate::meter::{Meter, Outcome};
-use crate::options::ListenerOptions;
+use crate::options::{ListenerOptions, RetryDelay};
 use crate::settle::Settle;
 
 /// A topic's books: deliveries by (id, token).

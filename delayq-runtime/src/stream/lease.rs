@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::ack_batcher::AckBatcher;
 use crate::books::{BookEntry, Books};
 use crate::meter::{Meter, Outcome};
-use crate::options::ListenerOptions;
+use crate::options::{ListenerOptions, RetryDelay};
 use crate::settle::Settle;
 
 /// A stream's books: deliveries by entry id.

@@ -1,6 +1,6 @@
 //! Each selected component's effective options: the sources over its attribute and defaults.
 
-use delayq_core::config::{options, BackoffSpec, ConfigSource, Parsed, Scope};
+use delayq_core::config::{options, ConfigSource, Parsed, Scope};
 use delayq_core::{Error, Result, Schedule};
 
 use super::super::builder::Selection;
@@ -8,7 +8,7 @@ use super::sources::Sources;
 use super::ComponentConfig;
 use crate::delay::ListenerRegistration;
 use crate::leader::LeaderTaskRegistration;
-use crate::options::{Backoff, ListenerOptions};
+use crate::options::ListenerOptions;
 use crate::schedule::ScheduleRegistration;
 use crate::stream::{StreamListenerRegistration, StreamSettings};
 
@@ -205,12 +205,7 @@ fn listener_value(o: &ListenerOptions, option: &str) -> Option<Parsed> {
         "concurrency" => Parsed::Count(o.concurrency),
         "max_attempts" => Parsed::Count(o.max_attempts),
         "ack_timeout" => Parsed::Ms(o.ack_timeout_ms),
-        "backoff" => Parsed::Backoff(match o.backoff {
-            Backoff::Exponential { base_ms, max_ms } => {
-                BackoffSpec::Exponential { base_ms, max_ms }
-            }
-            Backoff::Fixed { ms } => BackoffSpec::Fixed { ms },
-        }),
+        "backoff" => Parsed::Backoff(o.backoff),
         _ => return None,
     })
 }

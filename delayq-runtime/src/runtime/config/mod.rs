@@ -11,13 +11,13 @@ mod sources;
 pub(super) use components::Chosen;
 pub(super) use sources::Sources;
 
-use delayq_core::config::{BackoffSpec, ConfigSource, Kind, Parsed, Scope};
+use delayq_core::config::{ConfigSource, Kind, Parsed, Scope};
 use delayq_core::Result;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::options::{Backoff, ListenerOptions};
+use crate::options::ListenerOptions;
 /// One option's effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Setting {
@@ -142,13 +142,7 @@ impl ComponentConfig {
             _ => ("max_attempts", "ack_timeout"),
         };
         let backoff = match self.get("backoff").map(|s| &s.parsed) {
-            Some(Parsed::Backoff(BackoffSpec::Exponential { base_ms, max_ms })) => {
-                Backoff::Exponential {
-                    base_ms: *base_ms,
-                    max_ms: *max_ms,
-                }
-            }
-            Some(Parsed::Backoff(BackoffSpec::Fixed { ms })) => Backoff::Fixed { ms: *ms },
+            Some(Parsed::Backoff(b)) => *b,
             other => unreachable!("backoff: {other:?}"),
         };
         ListenerOptions {
