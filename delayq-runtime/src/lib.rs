@@ -83,6 +83,57 @@ mod stream;
 pub mod testing;
 mod worker;
 
+/// The guide: how to configure, deploy, test and operate delayq, chapter by chapter. Every
+/// example in it is compiled as a doc test.
+///
+/// - [`configuration`](guide::configuration): dependencies, logs, `delayq.toml`, environment
+///   variables, precedence, and one service binary.
+/// - [`deployments`](guide::deployments): single server, Redis Cluster, Sentinel, failover,
+///   TLS and a least-privilege ACL user.
+/// - [`streams_and_leaders`](guide::streams_and_leaders): Redis Streams consumer groups and
+///   leader tasks.
+/// - [`schedules`](guide::schedules): recurring work, once per tick however many processes.
+/// - [`testing`](guide::testing): the test kit (feature `testing`) with time travel.
+/// - [`waiting_room`](guide::waiting_room): an admission queue for traffic peaks.
+/// - [`operating`](guide::operating): the `delayq` CLI, dead letters, health, metrics, traces
+///   and the dashboard.
+/// - [`guarantees`](guide::guarantees): what holds under which Redis settings, and the test
+///   that proves each line.
+///
+/// The chapters are the markdown files in `delayq-runtime/guide/`; how delayq works inside is
+/// `ARCHITECTURE.md` at the repository's root.
+pub mod guide {
+    pub mod configuration {
+        #![doc = include_str!("../guide/configuration.md")]
+    }
+    pub mod deployments {
+        #![doc = include_str!("../guide/deployments.md")]
+    }
+    pub mod streams_and_leaders {
+        #![doc = include_str!("../guide/streams-and-leaders.md")]
+    }
+    pub mod schedules {
+        #![doc = include_str!("../guide/schedules.md")]
+    }
+    pub mod testing {
+        #![cfg_attr(feature = "testing", doc = include_str!("../guide/testing.md"))]
+        #![cfg_attr(
+            not(feature = "testing"),
+            doc = "Testing your listeners: this chapter's examples need the feature `testing`; \
+                   build the docs with it (docs.rs does)."
+        )]
+    }
+    pub mod waiting_room {
+        #![doc = include_str!("../guide/waiting-room.md")]
+    }
+    pub mod operating {
+        #![doc = include_str!("../guide/operating.md")]
+    }
+    pub mod guarantees {
+        #![doc = include_str!("../guide/guarantees.md")]
+    }
+}
+
 pub use ack::Ack;
 pub use delay::{Message, TopicDelivery};
 /// External configuration: where a value came from, what the builder's `set` takes, and the
