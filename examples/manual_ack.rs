@@ -35,7 +35,7 @@ async fn work(msg: Message<Job>, ack: Ack) {
 
 #[tokio::main]
 async fn main() -> Result<(), delayq_runtime::Error> {
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     let namespace = format!("manual-ack-{}", std::process::id());
     let (tx, mut done) = mpsc::unbounded_channel();
     DONE.set(tx).expect("once");

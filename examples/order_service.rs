@@ -197,7 +197,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     // The Redis that DELAYQ_REDIS_URL or delayq.toml names; without either, a local one
     // (found or started), passed to the builder.
-    let (url, _own_server) = delayq_dev::redis_unless_configured();
+    let (url, _own_server) = delayq_examples::redis_unless_configured();
     // One signal drives both: the HTTP server and the runtime watch the same channel.
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

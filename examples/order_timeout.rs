@@ -21,7 +21,7 @@ async fn close_unpaid_order(msg: OrderTimeout) -> Result<(), String> {
 
 #[tokio::main]
 async fn main() -> Result<(), delayq_runtime::Error> {
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     let namespace = format!("orders-{}", std::process::id());
     let runtime = Runtime::builder()
         .redis_url(&url)

@@ -57,12 +57,12 @@ async fn main() -> Result<(), delayq_runtime::Error> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     // A namespace of its own, so the example never meets other data in that Redis.
     let namespace = format!("quickstart-{}", std::process::id());
     println!(
         "Redis: {}  namespace: {namespace}",
-        delayq_dev::redact_url(&url)
+        delayq_examples::redact_url(&url)
     );
 
     let runtime = Runtime::builder()

@@ -73,11 +73,11 @@ async fn main() -> Result<(), delayq_runtime::Error> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     let namespace = format!("schedules-{}", std::process::id());
     println!(
         "Redis: {}  namespace: {namespace}",
-        delayq_dev::redact_url(&url)
+        delayq_examples::redact_url(&url)
     );
 
     // The runtime writes the #[scheduled] fns' schedules at start.

@@ -67,7 +67,7 @@ async fn report(leader: Leadership) {
 
 #[tokio::main]
 async fn main() -> Result<(), delayq_runtime::Error> {
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     let runtime = Runtime::builder().redis_url(&url).spawn().await?;
     let producer: Producer = runtime.producer();
 

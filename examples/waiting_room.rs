@@ -210,7 +210,7 @@ const INSIDE_PAGE: &str = r#"<!doctype html>
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (url, _own_server) = delayq_dev::redis_for_examples();
+    let (url, _own_server) = delayq_examples::redis_for_examples();
     let tick_ms = std::env::var("DELAYQ_EXAMPLE_TICK_MS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -34,7 +34,7 @@ fn state(agent: &ureq::Agent, base: &str, id: &str) -> String {
 fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
     let server = RedisServer::start();
     let ops = format!("127.0.0.1:{}", free_port());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delayq.toml");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayq.toml");
     let service = |ops: &str, pay_within_ms: &str| {
         let mut cmd = Command::new(example_binary("order_service"));
         cmd.env("DELAYQ_REDIS_URL", server.url())
@@ -208,7 +208,7 @@ fn a_flood_of_idle_connections_on_the_health_port_stops_nothing() {
     raise_own_file_limit();
     let server = RedisServer::start();
     let ops = format!("127.0.0.1:{}", free_port());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delayq.toml");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/delayq.toml");
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg("ulimit -n 512 && exec \"$0\"")

@@ -30,7 +30,7 @@ pub use consumer::{
 };
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;
-pub use examples::{example_binary, redis_for_examples, redis_unless_configured};
+pub use examples::example_binary;
 pub use info::parse_command_calls;
 pub use payload::{payload, Payload};
 pub use proxy::BlackholeProxy;

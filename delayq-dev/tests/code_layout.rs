@@ -456,7 +456,7 @@ fn problems(src: &Path, top_layer: &[&str]) -> Vec<String> {
 }
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 #[test]
@@ -467,7 +467,8 @@ fn no_crate_has_an_import_circle_and_systems_import_only_shared_parts() {
         ("delayq-runtime/src", &["runtime", "testing"]),
         ("delayq-macros/src", &[]),
         ("delayq-cli/src", &[]),
-        ("src", &[]),
+        ("delayq-spec/src", &[]),
+        ("delayq-dev/src", &[]),
     ];
     let mut all = Vec::new();
     for (src, top) in crates {
@@ -476,6 +477,56 @@ fn no_crate_has_an_import_circle_and_systems_import_only_shared_parts() {
         }
     }
     assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+/// The lines of `manifest` under `[table]` up to the next table, without comments.
+fn table_lines(manifest: &str, table: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in manifest
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+    {
+        if line.starts_with('[') {
+            inside = line == format!("[{table}]");
+        } else if inside && !line.is_empty() {
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_root_is_only_a_workspace_and_examples_use_only_published_crates() {
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).expect(p);
+    let manifest = read("Cargo.toml");
+    assert!(
+        !manifest.lines().any(|l| l.trim() == "[package]"),
+        "the root Cargo.toml holds a package: keep it a virtual workspace"
+    );
+    // What a user copies from the examples may name only crates they can get.
+    let published = [
+        "delayq-runtime",
+        "delayq-core",
+        "delayq-macros",
+        "delayq-spec",
+    ];
+    let examples = read("examples/Cargo.toml");
+    for table in ["dependencies", "dev-dependencies"] {
+        for line in table_lines(&examples, table) {
+            let name = line.split(['=', ' ']).next().unwrap_or("");
+            assert!(
+                !name.starts_with("delayq") || published.contains(&name),
+                "examples/Cargo.toml [{table}] names {name}, which is not published"
+            );
+        }
+    }
+    // The rules crate is built for the host by the proc-macro crate: no Redis, no runtime.
+    for line in table_lines(&read("delayq-spec/Cargo.toml"), "dependencies") {
+        for heavy in ["redis", "tokio", "delayq-core"] {
+            assert!(!line.starts_with(heavy), "delayq-spec depends on {heavy}");
+        }
+    }
 }
 
 #[test]
