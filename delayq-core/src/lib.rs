@@ -34,6 +34,7 @@ mod layout;
 mod lease;
 mod names;
 mod producer;
+mod redact;
 mod resolve;
 mod room;
 mod schedule;
@@ -76,8 +77,8 @@ pub mod protocol {
         MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
     };
     pub use crate::env::CA_FILE_VAR;
-    pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
+    pub use crate::redact::redact_url;
     pub use crate::schedule::{
         tick_id, tick_time, IndexChanges, Produced, RecordRead, ScheduleState,
         CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,
