@@ -12,7 +12,9 @@
 //! - `records.rs`: the records, the index with its version and change log, and reading them
 //!   (in pipelines).
 //! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
-//! - `produce.rs`: writing the ticks that are due (the runtime calls it).
+//! - `state.rs`: a schedule as its producers see it, and the plan of which ticks are due.
+//! - `produce.rs`: reading that state and writing the ticks that are due (the runtime calls
+//!   it).
 //! - `scripts/schedule/upsert.lua` and `index.lua`; the ticks themselves:
 //!   `scripts/delay/tick.lua`.
 
@@ -23,14 +25,16 @@ mod civil;
 mod produce;
 mod records;
 mod spec;
+mod state;
 mod store;
 
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
-pub use produce::{Produced, RecordRead, ScheduleState};
+pub use produce::Produced;
 pub use records::{tick_id, tick_time, IndexChanges, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
+pub use state::{RecordRead, ScheduleState};
 pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 
 /// What a schedule's change publishes on its topic's wake-up channel (beside the delay
