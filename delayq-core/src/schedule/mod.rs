@@ -11,7 +11,8 @@
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
 //! - `records.rs`: the records, the index with its version and change log, and reading them
 //!   (in pipelines).
-//! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
+//! - `store.rs`: `upsert_schedule` and `remove_schedule`.
+//! - `info.rs`: what `schedules()` reports of one ([`ScheduleInfo`]); `list.rs`: listing them.
 //! - `state.rs`: a schedule as its producers see it, and the plan of which ticks are due.
 //! - `produce.rs`: reading that state and writing the ticks that are due (the runtime calls
 //!   it).
@@ -22,6 +23,8 @@ mod calendar;
 #[cfg(test)]
 mod calendar_reference;
 mod civil;
+mod info;
+mod list;
 mod produce;
 mod records;
 mod spec;
@@ -31,11 +34,11 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
+pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 pub use produce::Produced;
 pub use records::{tick_id, tick_time, IndexChanges, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
 pub use state::{RecordRead, ScheduleState};
-pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 
 /// What a schedule's change publishes on its topic's wake-up channel (beside the delay
 /// queue's `d` and `i`): the runtimes listening there read the index's changes at once.
