@@ -9,8 +9,8 @@
 //! - `calendar.rs`: when ticks fall (cron patterns in jiff time zones, or an interval);
 //!   `civil.rs`: a cron pattern's matches on the wall clock, counted without a walk.
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
-//! - `records.rs`: the records, the index with its version and change log, and reading them
-//!   (in pipelines).
+//! - `records.rs`: the records and their keys, and reading them (in pipelines).
+//! - `index.rs`: the index with its version and change log.
 //! - `store.rs`: `upsert_schedule` and `remove_schedule`.
 //! - `info.rs`: what `schedules()` reports of one ([`ScheduleInfo`]); `list.rs`: listing them.
 //! - `state.rs`: a schedule as its producers see it, and the plan of which ticks are due.
@@ -23,6 +23,7 @@ mod calendar;
 #[cfg(test)]
 mod calendar_reference;
 mod civil;
+mod index;
 mod info;
 mod list;
 mod produce;
@@ -34,9 +35,10 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
+pub use index::IndexChanges;
 pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 pub use produce::Produced;
-pub use records::{tick_id, tick_time, IndexChanges, RECORDS_PER_CALL};
+pub use records::{tick_id, tick_time, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
 pub use state::{RecordRead, ScheduleState};
 
