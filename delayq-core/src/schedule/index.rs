@@ -1,8 +1,9 @@
 //! The index of schedules, `ns:registry:{schedules}` (name → topic; the records themselves
-//! are in records.rs), with, beside it (same slot), a version counter and a change log (name → the version of its last change), all three
-//! written at once by `index.lua`. A runtime reads the whole index once, then only what the
-//! log names since the version it saw; it learns of a change over the topic's wake-up channel
-//! (`WAKE_SCHEDULES`) and, as a safety net, by polling the version.
+//! are in records.rs), with, beside it (same slot), a version counter and a change log (name
+//! → the version of its last change), all three written at once by `index.lua`. A runtime
+//! reads the whole index once, then only what the log names since the version it saw; it
+//! learns of a change over the topic's wake-up channel (`WAKE_SCHEDULES`) and, as a safety
+//! net, by polling the version.
 
 use std::collections::HashMap;
 
