@@ -12,7 +12,7 @@ mod produce;
 mod registration;
 mod tick;
 
-pub(crate) use produce::{FailingSchedules, Producer as TickProducer, Producing};
+pub(crate) use produce::{FailingSchedules, Producer as TickWriter, Producing};
 pub(crate) use registration::all_schedules;
 pub use registration::ScheduleRegistration;
 pub use tick::{Tick, ViaTick};
