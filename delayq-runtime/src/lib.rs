@@ -56,7 +56,7 @@ extern crate self as delayq_runtime;
 //   stream/    stream listeners: reader, take-over, lease
 //   leader/    leader tasks
 //   room/      waiting rooms the runtime ticks
-//   schedule/  #[scheduled] fns and the tick producer (builds on delay/: the one system
+//   schedule/  #[scheduled] fns and the tick writer (builds on delay/: the one system
 //              another imports)
 //   runtime/   builder, spawn, handle and shutdown, start(), gauges (the top layer)
 //   testing/   the test kit for users (feature `testing`; on top, like runtime/)

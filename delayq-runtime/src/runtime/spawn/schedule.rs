@@ -1,4 +1,4 @@
-//! Starting the tick producer of schedules: upsert the `#[scheduled]` fns' schedules, write the
+//! Starting the tick writer of schedules: upsert the `#[scheduled]` fns' schedules, write the
 //! ticks due now, then keep writing them a little ahead of their time.
 
 use delayq_core::{Result, Schedule};
