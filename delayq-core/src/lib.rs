@@ -16,7 +16,7 @@
 //! | `connection/` | the Redis connection layer: single server, Cluster, Sentinel, replicas |
 //! | `producer.rs` | the [`Producer`] handle; each system adds its calls in its folder |
 //! | `catalog.rs`, `layout.rs` | the registry of names; the layout version of a namespace |
-//! | `env.rs`, `error.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
+//! | `env.rs`, `error.rs`, `redact.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
 #![deny(missing_docs)]
