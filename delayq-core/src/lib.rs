@@ -16,7 +16,7 @@
 //! | `connection/` | the Redis connection layer: single server, Cluster, Sentinel, replicas |
 //! | `producer.rs` | the [`Producer`] handle; each system adds its calls in its folder |
 //! | `catalog.rs`, `layout.rs` | the registry of names; the layout version of a namespace |
-//! | `env.rs`, `error.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
+//! | `env.rs`, `error.rs`, `redact.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
 #![deny(missing_docs)]
@@ -34,6 +34,7 @@ mod layout;
 mod lease;
 mod names;
 mod producer;
+mod redact;
 mod resolve;
 mod room;
 mod schedule;
@@ -76,8 +77,8 @@ pub mod protocol {
         MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
     };
     pub use crate::env::CA_FILE_VAR;
-    pub use crate::error::redact_url;
     pub use crate::names::validate_namespace;
+    pub use crate::redact::redact_url;
     pub use crate::schedule::{
         tick_id, tick_time, IndexChanges, Produced, RecordRead, ScheduleState,
         CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,

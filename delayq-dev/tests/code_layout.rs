@@ -581,3 +581,62 @@ fn the_checker_sees_a_circle_through_a_reexport_and_a_system_crossing() {
     );
     assert!(!text.contains("stream::x"), "{text}");
 }
+
+/// The most lines a source file of a crate may have: a file a reader can hold.
+const MAX_FILE_LINES: usize = 330;
+
+/// Files still over [`MAX_FILE_LINES`]: being split by the delayq-spec work (duration, backoff,
+/// cron and name parsing move to their own crate). Remove each as it shrinks.
+const OVER_MAX_FILE_LINES: &[&str] = &[
+    "delayq-core/src/config/options.rs",
+    "delayq-core/src/schedule/calendar.rs",
+    "delayq-core/src/schedule/spec.rs",
+];
+
+#[test]
+fn no_source_file_of_a_crate_is_over_330_lines() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root()).expect("read the workspace") {
+        let dir = entry.expect("entry").path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("delayq-") && dir.join("src").is_dir() {
+            walk(&dir.join("src"), &mut files);
+        }
+    }
+    assert!(
+        !files.is_empty(),
+        "no crate sources found under {:?}",
+        root()
+    );
+    let mut over = Vec::new();
+    for file in files {
+        let shown = file
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let lines = std::fs::read_to_string(&file)
+            .expect("read source")
+            .lines()
+            .count();
+        if lines > MAX_FILE_LINES && !OVER_MAX_FILE_LINES.contains(&shown.as_str()) {
+            over.push(format!("{shown}: {lines} lines"));
+        }
+    }
+    over.sort();
+    assert!(
+        over.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them along their seams, one concept a file):\n{}",
+        over.join("\n")
+    );
+}

@@ -67,9 +67,9 @@ impl std::fmt::Debug for Ack {
 }
 
 impl Ack {
-    /// The handle of the delivery `lease` holds.
-    pub(crate) fn new(lease: Arc<impl Settle>) -> Self {
-        Ack { held: lease }
+    /// The handle of the delivery `claim` holds.
+    pub(crate) fn new(claim: Arc<impl Settle>) -> Self {
+        Ack { held: claim }
     }
 
     /// Done: the message is deleted (a stream entry: `XACK`).

@@ -1,11 +1,12 @@
 //! Ack coalescing. Workers of one topic (or stream) hand their acks to one task, which sends
 //! whatever has queued up as a single call; while that call is in flight the next batch
 //! gathers. Under load many acks share a round trip; when idle an ack goes out at once.
+//! Each system says how a batch is acked (`AckSink`, implemented in `delay/claim.rs` and
+//! `stream/claim.rs`).
 
 use std::future::Future;
 
-use delayq_core::protocol::{StreamGroup, TopicQueue};
-use delayq_core::{Error, MessageId};
+use delayq_core::Error;
 use tokio::sync::{mpsc, oneshot};
 
 /// The most acks in one call.
@@ -15,24 +16,11 @@ const MAX_BATCH: usize = 1_000;
 pub(crate) trait AckSink: Send + Sync + 'static {
     /// What identifies one delivery to ack.
     type Item: Send + 'static;
+    /// Acks `items` in one call.
     fn ack_all(
         &self,
         items: Vec<Self::Item>,
     ) -> impl Future<Output = Result<Vec<bool>, Error>> + Send;
-}
-
-impl AckSink for TopicQueue {
-    type Item = (MessageId, u64);
-    async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
-        self.ack(&items).await
-    }
-}
-
-impl AckSink for StreamGroup {
-    type Item = std::sync::Arc<str>;
-    async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
-        self.ack(&items).await
-    }
 }
 
 struct AckRequest<I> {

@@ -46,7 +46,7 @@ impl<K: Eq + Hash> Books<K> {
 }
 
 /// One delivery's place in its books: its settled flag, and the calls that settle it or take
-/// it off. The topic lease and the stream lease each hold one.
+/// it off. The topic claim and the stream claim each hold one.
 pub(crate) struct BookEntry<K: Eq + Hash> {
     books: Arc<Books<K>>,
     key: K,

@@ -52,24 +52,23 @@ extern crate self as delayq_runtime;
 // The tree: one folder per system, each importing only the shared parts, never another
 // system; the top layer (`runtime/`) imports them all. `cargo test --test code_layout`
 // checks it.
-//   delay/     delay listeners: topic, boss, back, lease, wake-ups
-//   stream/    stream listeners: reader, take-over, lease
+//   delay/     delay listeners: topic, boss, back, claim, wake-ups
+//   stream/    stream listeners: reader, take-over, claim
 //   leader/    leader tasks
 //   room/      waiting rooms the runtime ticks
-//   schedule/  #[scheduled] fns and the tick producer (builds on delay/: the one system
+//   schedule/  #[scheduled] fns and the tick writer (builds on delay/: the one system
 //              another imports)
 //   runtime/   builder, spawn, handle and shutdown, start(), gauges (the top layer)
 //   testing/   the test kit for users (feature `testing`; on top, like runtime/)
 // Shared by the systems: handler (the shapes a listener may have), worker (running one
-// delivery), ack, settle, books, ack_batcher, lead (a body under a leader lease), health,
-// options, meter, registry.
+// delivery), ack, settle, books, ack_batcher (each system's `claim.rs` says how a batch is
+// acked), under_lease (a body run under a leader lease), health, options, meter, registry.
 mod ack;
 mod ack_batcher;
 mod books;
 mod delay;
 mod handler;
 mod health;
-mod lead;
 mod leader;
 mod meter;
 mod options;
@@ -81,6 +80,7 @@ mod settle;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod under_lease;
 mod worker;
 
 /// The guide: how to configure, deploy, test and operate delayq, chapter by chapter. Every

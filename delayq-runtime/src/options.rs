@@ -38,7 +38,7 @@ pub struct ListenerOptions {
     pub concurrency: u32,
     /// Handler runs in all before the message is dead-lettered.
     pub max_attempts: u32,
-    /// Lease length (auto ack) or the time to ack after the handler returns (manual ack).
+    /// How long a claim holds while the handler runs (auto ack), or the time to ack after the handler returns (manual ack).
     pub ack_timeout_ms: u64,
     /// The retry delay.
     pub backoff: Backoff,

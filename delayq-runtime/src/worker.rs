@@ -1,7 +1,7 @@
 //! A worker runs one delivery: decode, call the handler (catching a panic),
-//! renew the lease while it runs, then ack, retry or dead-letter as the mode says. The same
+//! renew its claim while it runs, then ack, retry or dead-letter as the mode says. The same
 //! code runs a topic's messages and a stream's entries (each system's `run` starts it); only
-//! the lease (`Settle`) differs.
+//! the claim (`Settle`) differs.
 
 use std::any::Any;
 use std::future::Future;
@@ -22,8 +22,9 @@ pub(crate) struct RunContext<'a> {
     pub(crate) health: &'a Health,
     /// Cancelled when the shutdown grace is over.
     pub(crate) abort: &'a CancellationToken,
-    /// The lease a running handler keeps: ack_timeout (topic) or min_idle (stream).
-    pub(crate) lease_len: Duration,
+    /// How long the claim of a running handler holds: ack_timeout (topic) or min_idle
+    /// (stream).
+    pub(crate) claim_len: Duration,
 }
 
 fn panic_text(payload: &(dyn Any + Send)) -> String {
@@ -100,10 +101,10 @@ where
     }
 }
 
-/// Runs a started handler to its end under its lease, then settles it as its mode says.
+/// Runs a started handler to its end under its claim, then settles it as its mode says.
 pub(crate) async fn drive<L: Settle>(
     ctx: &RunContext<'_>,
-    lease: Arc<L>,
+    claim: Arc<L>,
     started: Result<HandlerFuture, String>,
     after_run: impl Fn(Result<(), String>) -> AfterRun,
 ) {
@@ -111,31 +112,31 @@ pub(crate) async fn drive<L: Settle>(
         Ok(f) => f,
         Err(reason) => {
             tracing::error!(%reason, "payload does not decode; dead-lettered without retry");
-            settle(ctx, "dead-letter", || lease.nack("", Some(&reason))).await;
+            settle(ctx, "dead-letter", || claim.nack("", Some(&reason))).await;
             return;
         }
     };
     // Polled in this task, not spawned: a spawn per delivery cost more than the rest of the
     // runtime's own work per message. A panic is caught here all the same.
     let mut handler = std::panic::AssertUnwindSafe(future).catch_unwind();
-    let ack_timeout = ctx.lease_len;
+    let ack_timeout = ctx.claim_len;
     let renew_every = ack_timeout / 3;
-    let mut lease_lost = false;
+    let mut claim_lost = false;
     let finished = loop {
         tokio::select! {
             // The handler first: most finish at their first poll, and then the renewal timer
             // is never registered.
             biased;
             result = &mut handler => break result,
-            _ = tokio::time::sleep(renew_every), if !lease_lost => {
-                if lease.is_settled() {
+            _ = tokio::time::sleep(renew_every), if !claim_lost => {
+                if claim.is_settled() {
                     continue;
                 }
-                match lease.extend(ack_timeout).await {
+                match claim.extend(ack_timeout).await {
                     Ok(()) => ctx.health.ok(),
                     Err(AckError::Stale) => {
                         // Renewing again cannot win it back; say so once.
-                        lease_lost = true;
+                        claim_lost = true;
                         tracing::warn!(
                             "lease lost while the handler runs (this process was stalled past the ack deadline?): the message was delivered again; this run's outcome will be refused"
                         );
@@ -154,27 +155,27 @@ pub(crate) async fn drive<L: Settle>(
         Ok(result) => result,
         Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),
     };
-    if lease.is_settled() {
+    if claim.is_settled() {
         return;
     }
     match after_run(result) {
-        AfterRun::Ack => settle(ctx, "ack", || lease.ack()).await,
+        AfterRun::Ack => settle(ctx, "ack", || claim.ack()).await,
         AfterRun::Retry(error) => {
             tracing::warn!(%error, "handler failed");
-            settle(ctx, "retry", || lease.nack(&error, None)).await;
+            settle(ctx, "retry", || claim.nack(&error, None)).await;
         }
         AfterRun::AwaitAck => {
             // Returned without acking: the ack deadline counts from now (a later one the
             // handler set with `extend` stays). If the Ack was dropped, the message is
             // delivered again after it.
-            if let Err(AckError::Failed(error)) = lease.extend(ack_timeout).await {
+            if let Err(AckError::Failed(error)) = claim.extend(ack_timeout).await {
                 ctx.health.failed(&error);
             }
             // Off the books once the deadline passed unsettled: by then it is redelivered.
             tokio::spawn(async move {
                 tokio::time::sleep(ack_timeout).await;
-                if !lease.is_settled() {
-                    lease.leave_books();
+                if !claim.is_settled() {
+                    claim.leave_books();
                 }
             });
         }

@@ -11,7 +11,8 @@ use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Value};
 
 use super::connect::{tcp_settings, tls_certificates};
 use super::deployment::SentinelSpec;
-use crate::error::{redact_url, Error, Result};
+use crate::error::{Error, Result};
+use crate::redact::redact_url;
 
 /// A command without an answer for this long counts as a dead connection: it fails, and the
 /// connection is replaced. Large batches run as one script, so this is not tight.

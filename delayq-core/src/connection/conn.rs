@@ -14,7 +14,8 @@ use super::backend::{
 use super::connect::{check_version, connect_error, open_client};
 use super::deployment::Deployment;
 use crate::env::UrlOrigin;
-use crate::error::{redact_url, Result};
+use crate::error::Result;
+use crate::redact::redact_url;
 
 /// A reconnecting, multiplexed connection to a single server, a Redis Cluster or a
 /// Sentinel-managed primary, that also survives a peer that vanished without closing the

@@ -8,7 +8,8 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::{ErrorKind, IntoConnectionInfo, RedisError};
 
 use crate::env::{UrlOrigin, CA_FILE_VAR};
-use crate::error::{redact_url, Error, Result};
+use crate::error::{Error, Result};
+use crate::redact::redact_url;
 
 /// The oldest Redis delayq runs on: the oldest its test suite runs against (7.0). Its scripts
 /// need 6.2 at least (`ZMSCORE`, `ZADD … GT`, `XPENDING … IDLE`), but 6.2 answers a claim of a

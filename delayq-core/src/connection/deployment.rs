@@ -2,7 +2,8 @@
 //! Cluster (comma-separated seed nodes), or a Sentinel-managed primary
 //! (`redis+sentinel://host:port,host:port/MASTER_NAME`).
 
-use crate::error::{redact_url, Error, Result};
+use crate::error::{Error, Result};
+use crate::redact::redact_url;
 
 /// What a Redis URL points delayq at.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,12 +37,12 @@ scripts!(
     ]
 );
 
-/// `script` on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
+/// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
 /// KEYS[8] where, KEYS[9] farinfo, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
-pub(super) fn on_topic(
+pub(super) fn topic_script(
     script: &'static Script,
     k: &TopicKeys,
     far: &Buckets,
@@ -123,7 +123,7 @@ pub(crate) fn send<'a>(
     far: &Buckets,
     messages: impl IntoIterator<Item = Outgoing<'a>>,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.send, k, far);
+    let mut inv = topic_script(&SCRIPTS.send, k, far);
     for m in messages {
         let (kind, when) = m.due.kind_and_ms();
         inv.arg(m.id.as_str())
@@ -143,13 +143,13 @@ pub(crate) fn claim_due(
     max: usize,
     lease_ms: u64,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.claim_due, k, far);
+    let mut inv = topic_script(&SCRIPTS.claim_due, k, far);
     inv.arg(max).arg(lease_ms);
     inv
 }
 
 pub(crate) fn ack(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
-    with_deliveries(on_topic(&SCRIPTS.ack, k, &NONE), deliveries)
+    with_deliveries(topic_script(&SCRIPTS.ack, k, &NONE), deliveries)
 }
 
 pub(crate) fn extend(
@@ -157,7 +157,7 @@ pub(crate) fn extend(
     lease_ms: u64,
     deliveries: &[(MessageId, u64)],
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.extend, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.extend, k, &NONE);
     inv.arg(lease_ms);
     with_deliveries(inv, deliveries)
 }
@@ -178,7 +178,7 @@ pub(crate) fn nack(
     token: u64,
     failure: Failure<'_>,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.nack, k, far);
+    let mut inv = topic_script(&SCRIPTS.nack, k, far);
     inv.arg(id.as_str())
         .arg(token)
         .arg(failure.backoff_ms)
@@ -189,7 +189,7 @@ pub(crate) fn nack(
 }
 
 pub(crate) fn release(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
-    with_deliveries(on_topic(&SCRIPTS.release, k, &NONE), deliveries)
+    with_deliveries(topic_script(&SCRIPTS.release, k, &NONE), deliveries)
 }
 
 pub(crate) fn requeue_expired(
@@ -197,13 +197,13 @@ pub(crate) fn requeue_expired(
     max: usize,
     default_max_attempts: u32,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.requeue_expired, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.requeue_expired, k, &NONE);
     inv.arg(max).arg(default_max_attempts);
     inv
 }
 
 pub(crate) fn cancel(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.cancel, k, far);
+    let mut inv = topic_script(&SCRIPTS.cancel, k, far);
     inv.arg(id.as_str());
     inv
 }
@@ -215,7 +215,7 @@ pub(crate) fn reschedule(
     due: Due,
 ) -> ScriptInvocation<'static> {
     let (kind, when) = due.kind_and_ms();
-    let mut inv = on_topic(&SCRIPTS.reschedule, k, far);
+    let mut inv = topic_script(&SCRIPTS.reschedule, k, far);
     inv.arg(id.as_str()).arg(kind).arg(when);
     inv
 }
@@ -242,7 +242,7 @@ pub(crate) fn list(
     start: usize,
     stop: usize,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.list, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.list, k, &NONE);
     inv.arg(state.name()).arg("range").arg(start).arg(stop);
     inv
 }
@@ -255,7 +255,7 @@ pub(crate) fn list_far(
     count: usize,
 ) -> ScriptInvocation<'static> {
     let far = Buckets::default().bucket(bucket.parse().ok());
-    let mut inv = on_topic(&SCRIPTS.list, k, &far);
+    let mut inv = topic_script(&SCRIPTS.list, k, &far);
     inv.arg(State::Delayed.name())
         .arg("far")
         .arg(bucket)
@@ -270,13 +270,13 @@ pub(crate) fn list_one(
     state: State,
     id: &MessageId,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.list, k, far);
+    let mut inv = topic_script(&SCRIPTS.list, k, far);
     inv.arg(state.name()).arg("id").arg(id.as_str());
     inv
 }
 
 pub(crate) fn replay_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.replay_dead, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.replay_dead, k, &NONE);
     inv.arg("one").arg(id.as_str());
     inv
 }
@@ -288,7 +288,7 @@ pub(crate) fn replay_oldest(
     skip: usize,
     cutoff_ms: Option<u64>,
 ) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.replay_dead, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.replay_dead, k, &NONE);
     inv.arg("oldest")
         .arg(count)
         .arg(skip)
@@ -297,13 +297,13 @@ pub(crate) fn replay_oldest(
 }
 
 pub(crate) fn purge_dead(k: &TopicKeys, count: usize) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.purge_dead, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.purge_dead, k, &NONE);
     inv.arg("oldest").arg(count);
     inv
 }
 
 pub(crate) fn purge_dead_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.purge_dead, k, &NONE);
+    let mut inv = topic_script(&SCRIPTS.purge_dead, k, &NONE);
     inv.arg("id").arg(id.as_str());
     inv
 }

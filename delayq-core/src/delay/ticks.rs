@@ -5,7 +5,7 @@ use super::buckets::{declaring, Buckets};
 use super::keys::TopicKeys;
 use redis::ScriptInvocation;
 
-use super::scripts::{on_topic, SCRIPTS};
+use super::scripts::{topic_script, SCRIPTS};
 use crate::connection::RedisConn;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -119,7 +119,7 @@ pub(crate) struct Ticks<'a> {
 }
 
 fn tick_call(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.tick, k, far);
+    let mut inv = topic_script(&SCRIPTS.tick, k, far);
     inv.key(t.record)
         .arg(t.expected_next)
         .arg(t.expected_gen)
@@ -141,7 +141,7 @@ fn tick_call(k: &TopicKeys, far: &Buckets, t: &Ticks<'_>) -> ScriptInvocation<'s
 }
 
 fn state_call(k: &TopicKeys, far: &Buckets, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = on_topic(&SCRIPTS.state, k, far);
+    let mut inv = topic_script(&SCRIPTS.state, k, far);
     inv.arg(id.as_str());
     inv
 }

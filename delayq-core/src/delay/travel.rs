@@ -4,7 +4,7 @@
 
 use super::buckets::{declaring, Buckets};
 use super::keys::TopicKeys;
-use super::scripts::{on_topic, FAR, FAR_PLACE, PRELUDE};
+use super::scripts::{topic_script, FAR, FAR_PLACE, PRELUDE};
 use crate::error::Result;
 use crate::id::MessageId;
 use crate::producer::Producer;
@@ -52,7 +52,7 @@ pub async fn travel(
             .into_iter()
             .fold(Buckets::default(), |far, b| far.bucket(Some(b)));
         let (due, more): (u64, u8) = declaring(conn, keys, far, |far| {
-            let mut inv = on_topic(&TRAVEL_SCRIPTS.travel, keys, far);
+            let mut inv = topic_script(&TRAVEL_SCRIPTS.travel, keys, far);
             inv.arg(ms).arg(if claims { "1" } else { "0" });
             for id in ticks {
                 inv.arg(id.as_str()).arg(extra);
@@ -75,7 +75,7 @@ pub async fn idle_state(producer: &Producer, topic: &str) -> Result<(u64, u64)> 
     let conn = &producer.conn;
     let keys = &TopicKeys::on(conn, producer.namespace(), topic)?;
     declaring(conn, keys, Buckets::default(), |far| {
-        on_topic(&TRAVEL_SCRIPTS.idle, keys, far)
+        topic_script(&TRAVEL_SCRIPTS.idle, keys, far)
     })
     .await
 }

@@ -9,10 +9,13 @@
 //! - `calendar.rs`: when ticks fall (cron patterns in jiff time zones, or an interval);
 //!   `civil.rs`: a cron pattern's matches on the wall clock, counted without a walk.
 //! - `spec.rs`: [`Schedule`] and [`CatchUp`], as users build them.
-//! - `records.rs`: the records, the index with its version and change log, and reading them
-//!   (in pipelines).
-//! - `store.rs`: `upsert_schedule`, `remove_schedule`, `schedules`, and what they report.
-//! - `produce.rs`: writing the ticks that are due (the runtime calls it).
+//! - `records.rs`: the records and their keys, and reading them (in pipelines).
+//! - `index.rs`: the index with its version and change log.
+//! - `store.rs`: `upsert_schedule` and `remove_schedule`.
+//! - `info.rs`: what `schedules()` reports of one ([`ScheduleInfo`]); `list.rs`: listing them.
+//! - `state.rs`: a schedule as its producers see it, and the plan of which ticks are due.
+//! - `produce.rs`: reading that state and writing the ticks that are due (the runtime calls
+//!   it).
 //! - `scripts/schedule/upsert.lua` and `index.lua`; the ticks themselves:
 //!   `scripts/delay/tick.lua`.
 
@@ -20,18 +23,24 @@ mod calendar;
 #[cfg(test)]
 mod calendar_reference;
 mod civil;
+mod index;
+mod info;
+mod list;
 mod produce;
 mod records;
 mod spec;
+mod state;
 mod store;
 
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
-pub use produce::{Produced, RecordRead, ScheduleState};
-pub use records::{tick_id, tick_time, IndexChanges, RECORDS_PER_CALL};
+pub use index::IndexChanges;
+pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
+pub use produce::Produced;
+pub use records::{tick_id, tick_time, RECORDS_PER_CALL};
 pub use spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER};
-pub use store::{ScheduleInfo, TickOutcome, STALLED_AFTER};
+pub use state::{RecordRead, ScheduleState};
 
 /// What a schedule's change publishes on its topic's wake-up channel (beside the delay
 /// queue's `d` and `i`): the runtimes listening there read the index's changes at once.

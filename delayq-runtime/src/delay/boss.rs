@@ -41,7 +41,7 @@ struct Race {
 
 pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let mut retry = RetryDelay::new();
-    let lease = topic.options.ack_timeout();
+    let ack_timeout = topic.options.ack_timeout();
     let mut race = Race::default();
     let mut at_due = false;
     while !topic.stop.is_cancelled() {
@@ -61,7 +61,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         }
         let asked = permits.len();
         let sent = Instant::now();
-        let result = topic.queue.claim_due(asked, lease).await;
+        let result = topic.queue.claim_due(asked, ack_timeout).await;
         let replied = Instant::now();
         let batch = match result {
             Ok(batch) => {

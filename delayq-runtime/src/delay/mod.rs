@@ -5,12 +5,12 @@
 //! - `topic.rs`: one topic at run time (what its pools share) and the run of one message.
 //! - `boss.rs`: sleeps until the next due time, claims as many as there are free slots.
 //! - `back.rs`: re-delivers claims whose ack deadline passed, by the earliest deadline.
-//! - `lease.rs`: one delivery's hold on its message (renew, ack, nack), with the books.
+//! - `claim.rs`: one delivery's hold on its message (renew, ack, nack), with the books.
 //! - `wake.rs`: the pub/sub subscriber that wakes a topic's boss or back pool.
 
 pub(crate) mod back;
 pub(crate) mod boss;
-mod lease;
+mod claim;
 mod message;
 mod registration;
 mod topic;

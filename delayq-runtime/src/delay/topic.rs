@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use delayq_core::protocol::ms_to_time;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::lease::{Lease, TopicBooks};
+use super::claim::{Claim, TopicBooks};
 use super::message::TopicDelivery;
 use super::registration::ListenerRegistration;
 use crate::ack::Ack;
@@ -117,9 +117,9 @@ impl TopicRuntime {
         })
     }
 
-    /// A lease on a delivery just claimed, entered in the books.
-    pub(crate) fn lease(&self, delivery: &Delivery) -> Arc<Lease> {
-        Lease::enter(
+    /// The claim of a delivery just claimed, entered in the books.
+    pub(crate) fn enter_claim(&self, delivery: &Delivery) -> Arc<Claim> {
+        Claim::enter(
             self.books.clone(),
             self.queue.clone(),
             self.acks.clone(),
@@ -146,18 +146,18 @@ pub(crate) async fn run(
     permit: OwnedSemaphorePermit,
 ) {
     let _permit = permit;
-    let lease = topic.lease(&delivery);
+    let claim = topic.enter_claim(&delivery);
     let _running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
     let inbound = TopicDelivery {
         topic: topic.name.clone(),
         delivery,
     };
-    let started = topic.handler.call(&inbound, Ack::new(lease.clone()));
+    let started = topic.handler.call(&inbound, Ack::new(claim.clone()));
     let ctx = RunContext {
         health: &topic.health,
         abort: &topic.abort,
-        lease_len: topic.options.ack_timeout(),
+        claim_len: topic.options.ack_timeout(),
     };
     let after_run = |result| topic.handler.after_run(result);
-    drive(&ctx, lease, started, after_run).await;
+    drive(&ctx, claim, started, after_run).await;
 }

@@ -1,5 +1,5 @@
 //! Leader tasks (`#[leader_task]`): each runs on exactly one process of the namespace at a
-//! time, every `every`, under a leader lease (the loop is the shared `crate::lead`).
+//! time, every `every`, under a leader lease (the loop is the shared `crate::under_lease`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use delayq_core::{Error, LeaderLease, Leadership, Producer};
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::{HandlerFuture, ListenerReturn};
-use crate::lead::lead;
 use crate::registry::unique;
+use crate::under_lease::run_under_lease;
 
 /// What `#[leader_task]` registers.
 pub struct LeaderTaskRegistration {
@@ -72,5 +72,5 @@ pub(crate) async fn run(
         }
     };
     let task = (registration.task)();
-    lead(registration.name, lease, every, move |l| task(l), stop).await;
+    run_under_lease(registration.name, lease, every, move |l| task(l), stop).await;
 }

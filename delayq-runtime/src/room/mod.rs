@@ -1,6 +1,6 @@
 //! Waiting rooms the runtime ticks (`Runtime::builder().waiting_room(..)`): one process of
 //! the namespace at a time admits, under the room's lease (the loop is the shared
-//! `crate::lead`), and each tick checks in Redis that its leadership is still current.
+//! `crate::under_lease`), and each tick checks in Redis that its leadership is still current.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use delayq_core::{Leadership, WaitingRoom};
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::HandlerFuture;
-use crate::lead::lead;
+use crate::under_lease::run_under_lease;
 
 /// The shortest ticking lease of a room (three ticks, at least this).
 const ROOM_MIN_LEASE: Duration = Duration::from_secs(1);
@@ -46,5 +46,5 @@ pub(crate) async fn tick_room(room: WaitingRoom, stop: CancellationToken) {
             }
         })
     };
-    lead(&name, lease, every, tick, stop).await;
+    run_under_lease(&name, lease, every, tick, stop).await;
 }

@@ -1,5 +1,5 @@
 //! `Runtime::builder()`: the runtime's settings and which registrations it selects (spawning
-//! them is spawn.rs).
+//! them is spawn/).
 
 use std::future::Future;
 use std::path::PathBuf;

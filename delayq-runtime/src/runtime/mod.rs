@@ -1,5 +1,5 @@
 //! The runtime's top layer, above every system: its settings and selection (`builder.rs`),
-//! spawning each system's tasks (`spawn.rs`), the running handle and graceful shutdown
+//! spawning each system's tasks (`spawn/`), the running handle and graceful shutdown
 //! (`handle.rs`), `start()` with signal handling (`start.rs`), the Prometheus gauges
 //! (`gauges.rs`), external configuration (`config.rs`), health (`probe.rs`) and the HTTP
 //! endpoint for metrics and health (`serve.rs`).

@@ -6,13 +6,23 @@
 //!
 //! - `registration.rs`: what the macro registers (the schedule and its listener).
 //! - `tick.rs`: [`Tick`], what a `#[scheduled]` fn is called with.
-//! - `produce.rs`: the task that writes ticks a little ahead of their time.
+//! - `writer.rs`: [`TickWriter`], the task that writes ticks a little ahead of their time
+//!   (with the real `delayq_core::Producer`); `reader.rs`: its reader of the schedule index;
+//!   `updates.rs`: how it takes what was read; `backoff.rs`: schedules it leaves alone for a
+//!   while; `clock.rs`: Redis' clock as estimated here.
+//! - `producing.rs`: what this runtime produces ticks for, and which of those fail.
 
-mod produce;
+mod backoff;
+mod clock;
+mod producing;
+mod reader;
 mod registration;
 mod tick;
+mod updates;
+mod writer;
 
-pub(crate) use produce::{FailingSchedules, Producer as TickProducer, Producing};
+pub(crate) use producing::{FailingSchedules, Producing};
 pub(crate) use registration::all_schedules;
 pub use registration::ScheduleRegistration;
 pub use tick::{Tick, ViaTick};
+pub(crate) use writer::TickWriter;

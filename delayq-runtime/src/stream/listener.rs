@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use delayq_core::protocol::ms_to_time;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::lease::{StreamBooks, StreamLease};
+use super::claim::{StreamBooks, StreamClaim};
 use super::message::StreamDelivery;
 use super::registration::{StreamListenerRegistration, StreamSettings};
 use crate::ack::Ack;
@@ -106,9 +106,9 @@ impl StreamRuntime {
         self.take_over_every() * ALIVE_PERIODS
     }
 
-    /// A lease on an entry just read or taken over, entered in the books.
-    pub(crate) fn lease(&self, entry: &StreamEntry) -> Arc<StreamLease> {
-        StreamLease::enter(
+    /// The claim of an entry just read or taken over, entered in the books.
+    pub(crate) fn enter_claim(&self, entry: &StreamEntry) -> Arc<StreamClaim> {
+        StreamClaim::enter(
             self.books.clone(),
             self.group.clone(),
             self.acks.clone(),
@@ -132,20 +132,20 @@ pub(crate) async fn run_entry(
     entry: StreamEntry,
     permit: OwnedSemaphorePermit,
 ) {
-    let lease = stream.lease(&entry);
+    let claim = stream.enter_claim(&entry);
     let _running = Running::start(&stream.meter, entry_time(&entry.id));
     let inbound = StreamDelivery {
         stream: stream.stream.clone(),
         group: stream.group_name.clone(),
         entry,
     };
-    let started = stream.handler.call(&inbound, Ack::new(lease.clone()));
+    let started = stream.handler.call(&inbound, Ack::new(claim.clone()));
     let ctx = RunContext {
         health: &stream.health,
         abort: &stream.abort,
-        lease_len: stream.min_idle(),
+        claim_len: stream.min_idle(),
     };
     let _permit = permit;
     let after_run = |result| stream.handler.after_run(result);
-    drive(&ctx, lease, started, after_run).await;
+    drive(&ctx, claim, started, after_run).await;
 }

@@ -7,9 +7,9 @@
 //!   and the run of one entry.
 //! - `reader.rs`: blocks in `XREADGROUP` for as many entries as there are free slots.
 //! - `take_over.rs`: heartbeats and claims this consumer's share of idle entries.
-//! - `lease.rs`: one delivery's hold on its entry (renew, ack, nack), with the books.
+//! - `claim.rs`: one delivery's hold on its entry (renew, ack, nack), with the books.
 
-mod lease;
+mod claim;
 mod listener;
 mod message;
 pub(crate) mod reader;

@@ -3,7 +3,7 @@
 //! `every`, one run at a time. A confirmation of the lease
 //! holds for its ttl counted from when the request was sent (less a margin), so a late reply
 //! proves nothing; losing the lease, or failing to confirm it before that runs out, stops new
-//! runs at once and drops a running body at its next await (see `lead`).
+//! runs at once and drops a running body at its next await (see `run_under_lease`).
 
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ const STOP_WAIT: Duration = Duration::from_secs(1);
 /// lost or its confirmation runs out before a renewal confirms it again. A leadership this
 /// loop stops trusting is released (compare-and-DEL), so that it neither blocks another
 /// contender nor is renewed by a request whose reply comes too late.
-pub(crate) async fn lead(
+pub(crate) async fn run_under_lease(
     name: &str,
     lease: LeaderLease,
     every: Duration,

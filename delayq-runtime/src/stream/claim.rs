@@ -1,4 +1,4 @@
-//! One delivery's hold on a stream entry: the stream counterpart of `delay/lease.rs`. The entry
+//! One delivery's hold on a stream entry: the stream counterpart of `delay/claim.rs`. The entry
 //! stays in the group's pending list under this consumer; renewing resets its idle time, so
 //! that nobody takes it over while its handler runs.
 
@@ -6,19 +6,27 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use delayq_core::protocol::StreamGroup;
-use delayq_core::AckError;
+use delayq_core::{AckError, Error};
 use tokio::time::Instant;
 
-use crate::ack_batcher::AckBatcher;
+use crate::ack_batcher::{AckBatcher, AckSink};
 use crate::books::{BookEntry, Books};
 use crate::meter::{Meter, Outcome};
 use crate::options::{ListenerOptions, RetryDelay};
 use crate::settle::Settle;
 
+/// A stream's acks go in batches, each one XACK.
+impl AckSink for StreamGroup {
+    type Item = Arc<str>;
+    async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
+        self.ack(&items).await
+    }
+}
+
 /// A stream's books: deliveries by entry id.
 pub(crate) type StreamBooks = Books<Arc<str>>;
 
-pub(crate) struct StreamLease {
+pub(crate) struct StreamClaim {
     entry: BookEntry<Arc<str>>,
     group: StreamGroup,
     acks: AckBatcher<StreamGroup>,
@@ -30,11 +38,11 @@ pub(crate) struct StreamLease {
     /// Until when `Ack::extend` asked to keep the entry, when beyond one min_idle.
     hold_until: Mutex<Option<Instant>>,
     /// Itself, for the task that keeps a long hold.
-    me: Weak<StreamLease>,
+    me: Weak<StreamClaim>,
 }
 
-impl StreamLease {
-    /// A lease for an entry just read or taken over, entered in `books`.
+impl StreamClaim {
+    /// The claim of an entry just read or taken over, entered in `books`.
     pub(crate) fn enter(
         books: Arc<StreamBooks>,
         group: StreamGroup,
@@ -44,7 +52,7 @@ impl StreamLease {
         id: Arc<str>,
         deliveries: u32,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| StreamLease {
+        Arc::new_cyclic(|me| StreamClaim {
             me: me.clone(),
             entry: BookEntry::enter(books, id.clone()),
             group,
@@ -83,7 +91,7 @@ impl StreamLease {
     }
 }
 
-impl Settle for StreamLease {
+impl Settle for StreamClaim {
     fn id(&self) -> &str {
         &self.id
     }

@@ -5,18 +5,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq_core::protocol::{Delivery, NackOutcome, TopicQueue};
-use delayq_core::{AckError, MessageId};
+use delayq_core::{AckError, Error, MessageId};
 
-use crate::ack_batcher::AckBatcher;
+use crate::ack_batcher::{AckBatcher, AckSink};
 use crate::books::{BookEntry, Books};
 use crate::meter::{Meter, Outcome};
 use crate::options::{ListenerOptions, RetryDelay};
 use crate::settle::Settle;
 
+/// A topic's acks go in batches (`ack.lua`, fenced per delivery by its token).
+impl AckSink for TopicQueue {
+    type Item = (MessageId, u64);
+    async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
+        self.ack(&items).await
+    }
+}
+
 /// A topic's books: deliveries by (id, token).
 pub(crate) type TopicBooks = Books<(MessageId, u64)>;
 
-pub(crate) struct Lease {
+/// One delivery's hold on its message.
+pub(crate) struct Claim {
     entry: BookEntry<(MessageId, u64)>,
     queue: TopicQueue,
     acks: AckBatcher<TopicQueue>,
@@ -27,8 +36,8 @@ pub(crate) struct Lease {
     options: ListenerOptions,
 }
 
-impl Lease {
-    /// A lease for a delivery just claimed, entered in `books`.
+impl Claim {
+    /// The claim of a delivery just claimed, entered in `books`.
     pub(crate) fn enter(
         books: Arc<TopicBooks>,
         queue: TopicQueue,
@@ -38,7 +47,7 @@ impl Lease {
         delivery: &Delivery,
     ) -> Arc<Self> {
         let (id, token) = (delivery.id.clone(), delivery.token());
-        Arc::new(Lease {
+        Arc::new(Claim {
             entry: BookEntry::enter(books, (id.clone(), token)),
             queue,
             acks,
@@ -51,7 +60,7 @@ impl Lease {
     }
 }
 
-impl Settle for Lease {
+impl Settle for Claim {
     fn id(&self) -> &str {
         self.id.as_str()
     }
@@ -114,11 +123,11 @@ impl Settle for Lease {
         }
     }
 
-    /// Pushes the ack deadline out to at least `lease` from now (never earlier).
-    async fn extend(&self, lease: Duration) -> Result<(), AckError> {
+    /// Pushes the ack deadline out to at least `by` from now (never earlier).
+    async fn extend(&self, by: Duration) -> Result<(), AckError> {
         let extended = self
             .queue
-            .extend(lease, &[(self.id.clone(), self.token)])
+            .extend(by, &[(self.id.clone(), self.token)])
             .await?;
         if extended.first() == Some(&true) {
             Ok(())
