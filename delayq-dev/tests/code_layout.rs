@@ -585,13 +585,8 @@ fn the_checker_sees_a_circle_through_a_reexport_and_a_system_crossing() {
 /// The most lines a source file of a crate may have: a file a reader can hold.
 const MAX_FILE_LINES: usize = 330;
 
-/// Files still over [`MAX_FILE_LINES`]: being split by the delayq-spec work (duration, backoff,
-/// cron and name parsing move to their own crate). Remove each as it shrinks.
-const OVER_MAX_FILE_LINES: &[&str] = &[
-    "delayq-core/src/config/options.rs",
-    "delayq-core/src/schedule/calendar.rs",
-    "delayq-core/src/schedule/spec.rs",
-];
+/// Files allowed over [`MAX_FILE_LINES`], each with its reason: none today.
+const OVER_MAX_FILE_LINES: &[&str] = &[];
 
 #[test]
 fn no_source_file_of_a_crate_is_over_330_lines() {
@@ -609,7 +604,8 @@ fn no_source_file_of_a_crate_is_over_330_lines() {
     for entry in std::fs::read_dir(root()).expect("read the workspace") {
         let dir = entry.expect("entry").path();
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        if name.starts_with("delayq-") && dir.join("src").is_dir() {
+        // delayq-dev is the test kit that drives processes, not a crate users read or get.
+        if name.starts_with("delayq-") && name != "delayq-dev" && dir.join("src").is_dir() {
             walk(&dir.join("src"), &mut files);
         }
     }
