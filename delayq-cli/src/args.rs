@@ -160,7 +160,31 @@ pub(crate) struct DeadTarget {
 /// `--delay`: a duration as every other part of delayq reads it (`delayq-spec`'s rule), zero
 /// allowed.
 fn delay(text: &str) -> Result<Duration, String> {
+    if text.trim() == "0" {
+        return Ok(Duration::ZERO); // zero needs no unit
+    }
     delayq_spec::duration::parse_ms(text)
         .map(Duration::from_millis)
-        .ok_or_else(|| format!("expected a duration: {}", delayq_spec::duration::FORMAT))
+        .ok_or_else(|| {
+            format!(
+                "expected a duration: {} (a day is 24h)",
+                delayq_spec::duration::FORMAT
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_reads_durations_as_delayq_toml_does() {
+        assert_eq!(delay("0"), Ok(Duration::ZERO));
+        assert_eq!(delay("0s"), Ok(Duration::ZERO));
+        assert_eq!(delay("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(delay("30 s"), Ok(Duration::from_secs(30)));
+        let err = delay("1d").unwrap_err();
+        assert!(err.contains("24h"), "{err}");
+        assert!(delay("soon").is_err() && delay("5").is_err());
+    }
 }

@@ -9,6 +9,21 @@
 //! // dropped: the process is killed by its pid and its files removed
 //! ```
 
+/// The code blocks of the workspace's Markdown pages, compiled as doc tests
+/// (`cargo test --workspace --doc`), so an example a reader copies from the README builds.
+/// (The guide's chapters are the runtime's rustdoc and are compiled there.)
+#[cfg(doctest)]
+mod markdown_pages {
+    #[doc = include_str!("../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../ARCHITECTURE.md")]
+    struct Architecture;
+    #[doc = include_str!("../../BENCHMARKS.md")]
+    struct Benchmarks;
+    #[doc = include_str!("../../docs/README.md")]
+    struct Docs;
+}
+
 mod browser;
 mod consumer;
 mod control;

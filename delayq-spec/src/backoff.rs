@@ -99,6 +99,7 @@ mod tests {
             })
         );
         assert!(Backoff::parse("exp(10m, 1s)").unwrap_err().contains("cap"));
+        assert!(Backoff::parse("exp(1 s, 10 m)").is_ok());
         for bad in ["", "exp(1s)", "fixed(0s)", "linear(1s)", "exp(1s, 10m"] {
             assert!(Backoff::parse(bad).is_err(), "{bad}");
         }

@@ -35,6 +35,12 @@ fn parser() -> CronParser {
 pub fn cron(pattern: &str) -> Result<Cron, SpecError> {
     let trimmed = pattern.trim();
     let e = match parser().parse(trimmed) {
+        Ok(cron) if !has_a_time_of_day(&cron) => {
+            return Err(SpecError::new(
+                "cron",
+                format!("{trimmed:?} matches no time of day: a time field lists no value"),
+            ))
+        }
         Ok(cron) if matches_some_date(&cron) => return Ok(cron),
         Ok(_) => {
             return Err(SpecError::new(
@@ -87,6 +93,16 @@ fn matches_some_date(cron: &Cron) -> bool {
     })
 }
 
+/// Whether the hour, minute and second fields each match some value: croner skips empty list
+/// items, so `0 , * * *` parses with no hour at all.
+fn has_a_time_of_day(cron: &Cron) -> bool {
+    let p = &cron.pattern;
+    let any = |n: u32, matches: &dyn Fn(u32) -> bool| (0..n).any(matches);
+    any(24, &|h| p.hour_match(h).unwrap_or(false))
+        && any(60, &|m| p.minute_match(m).unwrap_or(false))
+        && any(60, &|s| p.second_match(s).unwrap_or(false))
+}
+
 /// An IANA time zone by name (`Europe/Berlin`, `UTC`).
 ///
 /// # Errors
@@ -127,6 +143,11 @@ mod tests {
             "29 February falls in leap years"
         );
         assert!(cron(" @daily ").is_ok());
+        // croner skips empty list items: these parse with no hour or no second at all.
+        for no_time in ["0 , * * *", ", * * * * *", "0 0 , * * *"] {
+            let err = cron(no_time).unwrap_err().to_string();
+            assert!(err.contains("no time of day"), "{no_time}: {err}");
+        }
         let err = time_zone("Europe/Atlantis").unwrap_err().to_string();
         assert!(
             err.contains("tz") && err.contains("Europe/Atlantis"),

@@ -1,5 +1,6 @@
 //! Humane durations: whole numbers with units, largest first: `30s`, `500ms`, `10m`, `2h`,
-//! `1h30m250ms` (spaces between the parts are allowed: `1h 30m`). [`format_ms`] writes the
+//! `1h30m250ms` (spaces between the parts, and between a number and its unit, are allowed:
+//! `1h 30m`, `30 s`). [`format_ms`] writes the
 //! shortest such form, which [`parse_ms`] reads back to the same value.
 
 /// The units, largest first, with their length in milliseconds.
@@ -26,7 +27,8 @@ pub fn parse_ms(text: &str) -> Option<u64> {
             return None;
         }
         let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
+        // A space may stand between a number and its unit (`30 s`), as it always could.
+        rest = rest[digits..].trim_start();
         let letters = rest
             .find(|c: char| !c.is_ascii_alphabetic())
             .unwrap_or(rest.len());
@@ -63,6 +65,16 @@ pub fn format_ms(ms: u64) -> String {
     out
 }
 
+/// A `Duration` as [`format_ms`] writes it when it is a whole number of milliseconds (as every
+/// duration delayq reads is); else as Rust's `Debug` writes it (`9.5ms`), which is no duration
+/// delayq reads, so the value is not rounded out of sight.
+pub fn format_duration(d: std::time::Duration) -> String {
+    match u64::try_from(d.as_millis()) {
+        Ok(ms) if d.subsec_nanos().is_multiple_of(1_000_000) => format_ms(ms),
+        _ => format!("{d:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +87,10 @@ mod tests {
         assert_eq!(positive_ms(" 2h"), Some(7_200_000));
         assert_eq!(positive_ms("1h30m250ms"), Some(5_400_250));
         assert_eq!(positive_ms("1h 30m"), Some(5_400_000));
+        // A space before the unit was always read (the attributes and delayq.toml).
+        assert_eq!(positive_ms("30 s"), Some(30_000));
+        assert_eq!(positive_ms("500 ms"), Some(500));
+        assert_eq!(positive_ms("1 h 30 m"), Some(5_400_000));
         assert_eq!(parse_ms("0s"), Some(0));
         for bad in [
             "",
@@ -86,7 +102,7 @@ mod tests {
             "-1s",
             "30m1h",
             "1m1m",
-            "1 h",
+            "1 1h",
             "ms",
             "1hh",
             "99999999999999999999h",
@@ -115,5 +131,8 @@ mod tests {
         }
         assert_eq!(format_ms(5_400_250), "1h30m250ms");
         assert_eq!(format_ms(90 * 60_000), "1h30m");
+        use std::time::Duration;
+        assert_eq!(format_duration(Duration::from_secs(5_400)), "1h30m");
+        assert_eq!(format_duration(Duration::from_micros(9_500)), "9.5ms");
     }
 }

@@ -1,5 +1,5 @@
 //! The option table: what each kind of component takes, with each value's type and limits
-//! (the defaults are in [`defaults`](crate::defaults)).
+//! (the defaults are in [`defaults`]).
 
 use crate::defaults;
 

@@ -10,6 +10,7 @@ mod options;
 mod suggest;
 mod value;
 
+pub use delayq_spec::duration::{format_duration, format_ms};
 pub use delayq_spec::Backoff;
 pub use env::{env_name, runtime_variable_typo, variable_prefix, CONFIG_VAR, NOT_OPTIONS};
 pub use file::{ConfigFile, FileSetting, Scope};

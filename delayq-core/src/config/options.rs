@@ -88,7 +88,9 @@ fn found(raw: &Raw) -> String {
     match raw {
         Raw::Typed(ConfigValue::Bool(b)) => format!("the boolean {b}"),
         Raw::Typed(ConfigValue::Int(n)) => format!("the number {n}"),
-        Raw::Typed(ConfigValue::Duration(d)) => format!("the duration {d:?}"),
+        Raw::Typed(ConfigValue::Duration(d)) => {
+            format!("the duration {}", duration::format_duration(*d))
+        }
         Raw::Typed(ConfigValue::Text(t)) | Raw::Text(t) => format!("{t:?}"),
         Raw::Other(what) => format!("a {what}"),
     }

@@ -120,7 +120,10 @@ impl Schedule {
         if interval < MIN_EVERY {
             return Err(Error::InvalidSchedule {
                 field: "every".into(),
-                reason: format!("{interval:?} is shorter than the shortest interval, 10ms"),
+                reason: format!(
+                    "{} is shorter than the shortest interval, 10ms",
+                    delayq_spec::duration::format_duration(interval)
+                ),
             });
         }
         Ok(Schedule {
@@ -160,7 +163,10 @@ impl Schedule {
         if threshold < MIN_MISFIRE_AFTER {
             return Err(Error::InvalidSchedule {
                 field: "misfire_after".into(),
-                reason: format!("{threshold:?} is shorter than the shortest threshold, 100ms"),
+                reason: format!(
+                    "{} is shorter than the shortest threshold, 100ms",
+                    delayq_spec::duration::format_duration(threshold)
+                ),
             });
         }
         self.misfire_after_ms = millis(threshold);

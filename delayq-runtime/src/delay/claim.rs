@@ -105,7 +105,10 @@ impl Settle for Claim {
         match outcome {
             NackOutcome::Stale => self.entry.stale(),
             NackOutcome::Retry => {
-                tracing::debug!(retry_in = ?backoff, "will retry");
+                tracing::debug!(
+                    retry_in = %delayq_core::config::format_duration(backoff),
+                    "will retry"
+                );
                 self.meter.handled(Outcome::Retry, 1);
                 self.entry.settle();
                 Ok(())

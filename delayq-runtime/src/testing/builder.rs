@@ -98,7 +98,7 @@ impl TestRuntimeBuilder {
     /// use (the error says what to install), or as `Runtime::builder().spawn()` fails.
     ///
     /// # Errors
-    /// [`Error::Config`] when no `redis-server` is on PATH and `DELAYQ_TEST_REDIS_URL` is not set
+    /// [`Error::Config`](crate::Error::Config) when no `redis-server` is on PATH and `DELAYQ_TEST_REDIS_URL` is not set
     /// (saying how to get one); what [`RuntimeBuilder::spawn`](crate::RuntimeBuilder::spawn)
     /// returns.
     pub async fn start(self) -> Result<TestRuntime> {

@@ -24,7 +24,11 @@ pub(super) async fn prepare(
 /// Starts ticking each room under its lease.
 pub(super) fn start(s: &mut Spawning, rooms: Vec<(WaitingRoom, Duration)>) {
     for (room, tick) in rooms {
-        tracing::info!(room = %room.name(), ?tick, "ticking the waiting room");
+        tracing::info!(
+            room = %room.name(),
+            tick = %delayq_core::config::format_duration(tick),
+            "ticking the waiting room"
+        );
         let stop = s.stop.clone();
         s.spawn(room::tick_room(room, stop));
     }
