@@ -18,4 +18,4 @@ async fn hourly(_tick: Tick) {}
 #[scheduled(name = "with-seconds", cron = "30 0 12 1 JAN *", ack_timeout = "1m")]
 async fn with_seconds(_tick: Tick) {}
 
-fn main() {}
+

@@ -29,4 +29,4 @@ async fn cleanup(leader: Leadership) {
     let _ = leader.is_current().await;
 }
 
-fn main() {}
+

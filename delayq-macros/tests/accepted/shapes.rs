@@ -51,4 +51,4 @@ async fn manual_alias(_msg: Order, ack: Settle) -> Result<(), String> {
 #[delay_listener(topic = "f.g:h_i-j")]
 async fn manual_reexport(_msg: serde_json::Value, _ack: reexport::Handle) {}
 
-fn main() {}
+
