@@ -58,12 +58,17 @@ pub(crate) fn listener_options(
 ) -> TokenStream {
     let concurrency = handling.concurrency;
     let backoff = backoff(&handling.backoff);
+    let timeout = match handling.timeout_ms {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         ::delayq_runtime::__private::ListenerOptions {
             concurrency: #concurrency,
             max_attempts: #max_attempts,
             ack_timeout_ms: #lease_ms,
             backoff: #backoff,
+            timeout_ms: #timeout,
         }
     }
 }

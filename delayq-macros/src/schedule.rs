@@ -28,6 +28,7 @@ pub(crate) const SCHEDULE_OPTIONS: &[Spec] = &[
     int("max_attempts"),
     string("ack_timeout"),
     string("backoff"),
+    string("timeout"),
 ];
 
 /// A validated `#[scheduled]` fn.

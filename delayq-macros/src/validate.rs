@@ -82,6 +82,8 @@ fn payload_then_ack(message: &str) -> String {
 pub(crate) struct Handling {
     pub concurrency: u32,
     pub backoff: Backoff,
+    /// The hard limit of a run (ms), if given: the handler is dropped at it and the run fails.
+    pub timeout_ms: Option<u64>,
     /// The type of the second parameter, when there is one (checked to be `Ack` by the compiler).
     pub ack_type: Option<syn::Type>,
     /// The declared return type, when there is one (checked by the compiler).
@@ -105,6 +107,10 @@ pub(crate) fn handling(
             Some(lit) => backoff(lit)?,
             None => DEFAULT_BACKOFF,
         },
+        timeout_ms: match args.str("timeout") {
+            Some(lit) => Some(duration(lit, "timeout")?),
+            None => None,
+        },
         ack_type: shape.types.get(1).cloned(),
         return_type: shape.return_type,
     })
@@ -117,6 +123,7 @@ pub(crate) const DELAY_OPTIONS: &[Spec] = &[
     int("max_attempts"),
     string("ack_timeout"),
     string("backoff"),
+    string("timeout"),
 ];
 
 pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
@@ -169,6 +176,7 @@ pub(crate) const STREAM_OPTIONS: &[Spec] = &[
     string("min_idle"),
     int("batch"),
     string("backoff"),
+    string("timeout"),
 ];
 
 use delayq_spec::defaults::{

@@ -21,6 +21,7 @@ pub(crate) struct Meter {
     ok: Counter,
     retry: Counter,
     dead: Counter,
+    timed_out: Counter,
     lateness: Histogram,
     inflight: Gauge,
     pending: Gauge,
@@ -47,6 +48,7 @@ impl Meter {
             ok: handled("ok"),
             retry: handled("retry"),
             dead: handled("dead"),
+            timed_out: metrics::counter!("delayq_timeouts_total", plain()),
             lateness: metrics::histogram!("delayq_lateness_seconds", plain()),
             inflight: metrics::gauge!("delayq_inflight", plain()),
             pending: metrics::gauge!("delayq_pending", plain()),
@@ -75,6 +77,12 @@ impl Meter {
             Outcome::Retry => self.retry.increment(n),
             Outcome::Dead => self.dead.increment(n),
         }
+    }
+
+    /// A run was stopped at its `timeout` (it is then retried or dead-lettered, and counted
+    /// there too).
+    pub(crate) fn timed_out(&self) {
+        self.timed_out.increment(1);
     }
 
     /// A handler starts on something due at `due` (a message's due time, an entry's id time).

@@ -42,12 +42,20 @@ pub struct ListenerOptions {
     pub ack_timeout_ms: u64,
     /// The retry delay.
     pub backoff: Backoff,
+    /// A run's hard limit (ms), if any: at it the handler's future is dropped and the run
+    /// counts as a failed attempt.
+    pub timeout_ms: Option<u64>,
 }
 
 impl ListenerOptions {
     /// `ack_timeout` as a `Duration`.
     pub fn ack_timeout(&self) -> Duration {
         Duration::from_millis(self.ack_timeout_ms)
+    }
+
+    /// `timeout` as a `Duration`, if any.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout_ms.map(Duration::from_millis)
     }
 }
 

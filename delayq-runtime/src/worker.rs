@@ -25,6 +25,10 @@ pub(crate) struct RunContext<'a> {
     /// How long the claim of a running handler holds: ack_timeout (topic) or min_idle
     /// (stream).
     pub(crate) claim_len: Duration,
+    /// The run's hard limit (`timeout`), if any.
+    pub(crate) timeout: Option<Duration>,
+    /// Where a run stopped at its limit is counted.
+    pub(crate) meter: &'a Meter,
 }
 
 fn panic_text(payload: &(dyn Any + Send)) -> String {
@@ -122,12 +126,24 @@ pub(crate) async fn drive<L: Settle>(
     let ack_timeout = ctx.claim_len;
     let renew_every = ack_timeout / 3;
     let mut claim_lost = false;
+    // A run past its hard limit is over: its future is dropped (with everything it holds) and
+    // it fails like an `Err`, so it is retried, backed off or dead-lettered, and its slot is
+    // free at once. Without a limit the timer is never armed.
+    let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
     let finished = loop {
         tokio::select! {
             // The handler first: most finish at their first poll, and then the renewal timer
             // is never registered.
             biased;
             result = &mut handler => break result,
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                let limit = ctx.timeout.unwrap_or_default();
+                ctx.meter.timed_out();
+                break Ok(Err(format!(
+                    "timed out after {}",
+                    delayq_core::config::format_duration(limit)
+                )));
+            }
             _ = tokio::time::sleep(renew_every), if !claim_lost => {
                 if claim.is_settled() {
                     continue;
@@ -151,6 +167,7 @@ pub(crate) async fn drive<L: Settle>(
             }
         }
     };
+    drop(handler);
     let result = match finished {
         Ok(result) => result,
         Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),

@@ -18,6 +18,9 @@ pub const ACK_TIMEOUT_MS: u64 = 30_000;
 /// trips plus the scheduler's jitter; below 100 ms a single slow round trip or a busy executor
 /// would let the claim lapse and the message be delivered twice while its handler still runs.
 pub const MIN_ACK_TIMEOUT_MS: u64 = 100;
+/// The shortest `timeout` (ms): a handler run's hard limit, which has no default (a run may
+/// take as long as it takes unless one is given).
+pub const MIN_TIMEOUT_MS: u64 = 1;
 /// `backoff`: `exp(1s, 10m)`.
 pub const BACKOFF: crate::Backoff = crate::Backoff::Exponential {
     base_ms: 1_000,

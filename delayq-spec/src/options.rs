@@ -88,6 +88,11 @@ const CLAIM: ValueKind = ValueKind::Duration {
     min_ms: defaults::MIN_ACK_TIMEOUT_MS,
 };
 
+/// A handler run's hard limit: none unless given.
+const TIMEOUT: ValueKind = ValueKind::Duration {
+    min_ms: defaults::MIN_TIMEOUT_MS,
+};
+
 const RUNTIME: &[(&str, ValueKind)] = &[
     ("redis_url", ValueKind::RedisUrl),
     ("namespace", ValueKind::Namespace),
@@ -108,6 +113,7 @@ const LISTENER: &[(&str, ValueKind)] = &[
     ("max_attempts", ATTEMPTS),
     ("ack_timeout", CLAIM),
     ("backoff", ValueKind::Backoff),
+    ("timeout", TIMEOUT),
 ];
 const STREAM: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),
@@ -122,6 +128,7 @@ const STREAM: &[(&str, ValueKind)] = &[
     ),
     ("backoff", ValueKind::Backoff),
     ("start", ValueKind::StreamStart),
+    ("timeout", TIMEOUT),
 ];
 const LEADER_TASK: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),
@@ -154,6 +161,7 @@ const SCHEDULE: &[(&str, ValueKind)] = &[
     ("max_attempts", ATTEMPTS),
     ("ack_timeout", CLAIM),
     ("backoff", ValueKind::Backoff),
+    ("timeout", TIMEOUT),
 ];
 
 /// The options `kind` takes, with their types.

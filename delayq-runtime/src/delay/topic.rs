@@ -157,6 +157,8 @@ pub(crate) async fn run(
         health: &topic.health,
         abort: &topic.abort,
         claim_len: topic.options.ack_timeout(),
+        timeout: topic.options.timeout(),
+        meter: &topic.meter,
     };
     let after_run = |result| topic.handler.after_run(result);
     drive(&ctx, claim, started, after_run).await;

@@ -144,6 +144,8 @@ pub(crate) async fn run_entry(
         health: &stream.health,
         abort: &stream.abort,
         claim_len: stream.min_idle(),
+        timeout: stream.options.timeout(),
+        meter: &stream.meter,
     };
     let _permit = permit;
     let after_run = |result| stream.handler.after_run(result);

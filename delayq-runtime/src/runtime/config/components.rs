@@ -206,6 +206,7 @@ fn listener_value(o: &ListenerOptions, option: &str) -> Option<Parsed> {
         "max_attempts" => Parsed::Count(o.max_attempts),
         "ack_timeout" => Parsed::Ms(o.ack_timeout_ms),
         "backoff" => Parsed::Backoff(o.backoff),
+        "timeout" => return o.timeout_ms.map(Parsed::Ms),
         _ => return None,
     })
 }

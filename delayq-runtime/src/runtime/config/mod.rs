@@ -150,6 +150,10 @@ impl ComponentConfig {
             max_attempts: self.count(attempts),
             ack_timeout_ms: self.ms(lease),
             backoff,
+            timeout_ms: self.get("timeout").map(|s| match &s.parsed {
+                Parsed::Ms(ms) => *ms,
+                other => unreachable!("timeout is a duration: {other:?}"),
+            }),
         }
     }
 

@@ -1,0 +1,215 @@
+//! `timeout`: a handler run past its hard limit is stopped (its future dropped), fails like an
+//! `Err` ("timed out after …"), is retried and dead-lettered, and frees its slot at once; a
+//! stream listener's too; and `delayq.toml`/the builder can set it like any other option.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use delayq_dev::{producer, sleep_ms, RedisServer};
+use delayq_runtime::{delay_listener, Runtime};
+
+static HUNG_STARTS: AtomicUsize = AtomicUsize::new(0);
+static HUNG_DROPPED: AtomicUsize = AtomicUsize::new(0);
+static QUICK_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the hung runs whose future was dropped (the handler stopped, not left running).
+struct OnDrop;
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        HUNG_DROPPED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One slot: a hung run that kept it would keep every later message waiting.
+#[delay_listener(
+    topic = "timeout.one",
+    concurrency = 1,
+    max_attempts = 2,
+    backoff = "fixed(100ms)",
+    timeout = "300ms"
+)]
+async fn one_slot(msg: String) -> Result<(), String> {
+    if msg == "hang" {
+        HUNG_STARTS.fetch_add(1, Ordering::SeqCst);
+        let _guard = OnDrop;
+        std::future::pending::<()>().await;
+    }
+    QUICK_DONE.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_handler_is_stopped_at_its_timeout_retried_dead_lettered_and_frees_its_slot() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["timeout.one"])
+        .prometheus(metrics)
+        .spawn()
+        .await
+        .unwrap();
+    p.send("timeout.one", &"hang".to_string(), Duration::ZERO)
+        .await
+        .unwrap();
+    sleep_ms(50).await;
+    let started = Instant::now();
+    for _ in 0..3 {
+        p.send("timeout.one", &"quick".to_string(), Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while QUICK_DONE.load(Ordering::SeqCst) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the quick messages never ran: the hung run kept the only slot"
+        );
+        sleep_ms(10).await;
+    }
+    println!(
+        "3 quick messages behind a hung run done in {:?}",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.counts("timeout.one").await.unwrap().dead < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the hung message was never dead-lettered"
+        );
+        sleep_ms(20).await;
+    }
+    let dead = p.dead_letters("timeout.one", 0..10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 2, "each timed-out run is an attempt");
+    assert_eq!(
+        dead[0].last_error.as_deref(),
+        Some("timed out after 300ms"),
+        "the reason says it timed out, in a duration delayq reads"
+    );
+    assert_eq!(HUNG_STARTS.load(Ordering::SeqCst), 2);
+    let scrape = ureq::get(&format!("http://{metrics}/metrics"))
+        .call()
+        .expect("scrape /metrics")
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l.starts_with("delayq_timeouts_total{topic=\"timeout.one\"} 2")),
+        "{scrape}"
+    );
+    assert_eq!(
+        HUNG_DROPPED.load(Ordering::SeqCst),
+        2,
+        "each hung run's future was dropped"
+    );
+    rt.shutdown().await.unwrap();
+}
+
+static SLOW_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// No timeout in the attribute: the builder's `set` gives one (as delayq.toml or a variable would).
+#[delay_listener(topic = "timeout.set", max_attempts = 1)]
+async fn slow(ms: u64) -> Result<(), String> {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    SLOW_DONE.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_set_outside_the_attribute_applies_and_shows_in_the_config_view() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["timeout.set"])
+        .set("listeners.\"timeout.set\".timeout", "200ms")
+        .spawn()
+        .await
+        .unwrap();
+    let listener = rt.config().listener("timeout.set").unwrap().clone();
+    let timeout = listener.get("timeout").unwrap();
+    assert_eq!(
+        (timeout.value.as_str(), &timeout.source),
+        ("200ms", &delayq_runtime::ConfigSource::Builder)
+    );
+    p.send("timeout.set", &5_000u64, Duration::ZERO)
+        .await
+        .unwrap();
+    p.send("timeout.set", &10u64, Duration::ZERO).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.counts("timeout.set").await.unwrap().dead < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the 5 s run was not stopped at 200ms"
+        );
+        sleep_ms(20).await;
+    }
+    let dead = p.dead_letters("timeout.set", 0..10).await.unwrap();
+    assert_eq!(dead[0].last_error.as_deref(), Some("timed out after 200ms"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while SLOW_DONE.load(Ordering::SeqCst) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "a run under the limit did not finish"
+        );
+        sleep_ms(10).await;
+    }
+    rt.shutdown().await.unwrap();
+}
+
+static STREAM_QUICK: AtomicUsize = AtomicUsize::new(0);
+
+/// A stream listener's run has the same hard limit.
+#[delayq_runtime::stream_listener(
+    stream = "timeout.stream",
+    group = "g",
+    start = "0",
+    concurrency = 1,
+    max_deliveries = 1,
+    timeout = "200ms"
+)]
+async fn stream_slot(msg: String) -> Result<(), String> {
+    if msg == "hang" {
+        std::future::pending::<()>().await;
+    }
+    STREAM_QUICK.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_stream_handler_is_stopped_at_its_timeout_and_dead_lettered() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    p.publish("timeout.stream", &"hang".to_string())
+        .await
+        .unwrap();
+    p.publish("timeout.stream", &"quick".to_string())
+        .await
+        .unwrap();
+    let rt = delayq_dev::stream_runtime(&server, &["timeout.stream"]).await;
+    let dead =
+        delayq_dev::stream_dead_letters(&p, "timeout.stream", "g", 1, Duration::from_secs(10))
+            .await;
+    println!("{dead:?}");
+    assert_eq!(dead.len(), 1);
+    assert!(
+        format!("{dead:?}").contains("timed out after 200ms"),
+        "{dead:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while STREAM_QUICK.load(Ordering::SeqCst) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the entry behind the hung one never ran"
+        );
+        sleep_ms(10).await;
+    }
+    rt.shutdown().await.unwrap();
+}
