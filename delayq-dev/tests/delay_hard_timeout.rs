@@ -213,3 +213,136 @@ async fn a_hung_stream_handler_is_stopped_at_its_timeout_and_dead_lettered() {
     }
     rt.shutdown().await.unwrap();
 }
+
+/// Panics when dropped: a handler's destructor that panics when the run is stopped.
+struct PanicsOnDrop;
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("dropped before commit");
+    }
+}
+
+/// A long ack deadline: only the timeout's own retry path can make this a dead letter soon.
+#[delay_listener(
+    topic = "timeout.bomb",
+    max_attempts = 1,
+    ack_timeout = "30s",
+    timeout = "200ms"
+)]
+async fn bomb(_: u32) -> Result<(), String> {
+    let _bomb = PanicsOnDrop;
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destructor_that_panics_when_a_run_is_stopped_does_not_lose_the_failure() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["timeout.bomb"])
+        .spawn()
+        .await
+        .unwrap();
+    p.send("timeout.bomb", &1u32, Duration::ZERO).await.unwrap();
+    // Far below the 30 s ack deadline, after which the back pool would bury it anyway.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.counts("timeout.bomb").await.unwrap().dead < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the stopped run's failure was lost with its panicking destructor"
+        );
+        sleep_ms(20).await;
+    }
+    let dead = p.dead_letters("timeout.bomb", 0..10).await.unwrap();
+    assert_eq!(dead[0].last_error.as_deref(), Some("timed out after 200ms"));
+    rt.shutdown().await.unwrap();
+}
+
+static FROZEN_STOPPED: AtomicUsize = AtomicUsize::new(0);
+
+struct CountsDrop;
+impl Drop for CountsDrop {
+    fn drop(&mut self) {
+        FROZEN_STOPPED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Renewed every 100 ms: on a frozen Redis a renewal hangs, and must not hold the run past 1 s.
+#[delay_listener(
+    topic = "timeout.frozen",
+    concurrency = 1,
+    max_attempts = 1,
+    ack_timeout = "300ms",
+    timeout = "1s"
+)]
+async fn frozen(_: u32) -> Result<(), String> {
+    let _counts = CountsDrop;
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_stopped_at_its_timeout_while_a_renewal_hangs_on_a_frozen_redis() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["timeout.frozen"])
+        .spawn()
+        .await
+        .unwrap();
+    p.send("timeout.frozen", &1u32, Duration::ZERO)
+        .await
+        .unwrap();
+    sleep_ms(500).await;
+    server.freeze();
+    // The limit passes 0.5 s into the freeze; a renewal is in flight by then.
+    sleep_ms(1_500).await;
+    let stopped = FROZEN_STOPPED.load(Ordering::SeqCst);
+    server.thaw();
+    assert_eq!(
+        stopped, 1,
+        "the run was held past its limit by a hanging renewal"
+    );
+    rt.shutdown().await.unwrap();
+}
+
+static ACKED_THEN_HUNG: AtomicUsize = AtomicUsize::new(0);
+
+/// Acks, then hangs: stopped at the limit, but its message is done, not failed.
+#[delay_listener(topic = "timeout.acked", timeout = "200ms")]
+async fn acked_then_hung(_: u32, ack: delayq_runtime::Ack) {
+    ack.ack().await.unwrap();
+    ACKED_THEN_HUNG.fetch_add(1, Ordering::SeqCst);
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_acked_then_hung_is_stopped_without_failing_its_message() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["timeout.acked"])
+        .spawn()
+        .await
+        .unwrap();
+    p.send("timeout.acked", &1u32, Duration::ZERO)
+        .await
+        .unwrap();
+    sleep_ms(1_000).await;
+    let counts = p.counts("timeout.acked").await.unwrap();
+    assert_eq!(
+        (counts.delayed, counts.inflight, counts.dead),
+        (0, 0, 0),
+        "{counts:?}"
+    );
+    assert_eq!(
+        ACKED_THEN_HUNG.load(Ordering::SeqCst),
+        1,
+        "run once, not retried"
+    );
+    rt.shutdown().await.unwrap();
+}

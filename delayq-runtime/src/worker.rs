@@ -126,10 +126,25 @@ pub(crate) async fn drive<L: Settle>(
     let ack_timeout = ctx.claim_len;
     let renew_every = ack_timeout / 3;
     let mut claim_lost = false;
-    // A run past its hard limit is over: its future is dropped (with everything it holds) and
-    // it fails like an `Err`, so it is retried, backed off or dead-lettered, and its slot is
-    // free at once. Without a limit the timer is never armed.
+    // A run past its hard limit is over: its future is dropped (with everything it holds; a
+    // task it spawned is detached, not stopped, and code that never yields cannot be stopped)
+    // and it fails like an `Err`, so it is retried, backed off or dead-lettered, and its slot
+    // is free at once. Without a limit the timer is never armed.
     let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
+    let timed_out = || {
+        let limit = ctx.timeout.unwrap_or_default();
+        let error = format!(
+            "timed out after {}",
+            delayq_core::config::format_duration(limit)
+        );
+        // A run that settled its message (a manual ack) and then hung is stopped all the
+        // same, but its message is not failed: it is neither counted nor retried.
+        if !claim.is_settled() {
+            ctx.meter.timed_out();
+            tracing::warn!(%error, "handler stopped at its timeout");
+        }
+        Ok(Err(error))
+    };
     let finished = loop {
         tokio::select! {
             // The handler first: most finish at their first poll, and then the renewal timer
@@ -137,18 +152,23 @@ pub(crate) async fn drive<L: Settle>(
             biased;
             result = &mut handler => break result,
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
-                let limit = ctx.timeout.unwrap_or_default();
-                ctx.meter.timed_out();
-                break Ok(Err(format!(
-                    "timed out after {}",
-                    delayq_core::config::format_duration(limit)
-                )));
+                break timed_out();
             }
             _ = tokio::time::sleep(renew_every), if !claim_lost => {
                 if claim.is_settled() {
                     continue;
                 }
-                match claim.extend(ack_timeout).await {
+                // A renewal on a slow or frozen Redis may take long: it never holds the run
+                // past its limit.
+                let renewal = claim.extend(ack_timeout);
+                let renewed = match deadline {
+                    Some(at) => match tokio::time::timeout_at(at, renewal).await {
+                        Ok(renewed) => renewed,
+                        Err(_) => break timed_out(),
+                    },
+                    None => renewal.await,
+                };
+                match renewed {
                     Ok(()) => ctx.health.ok(),
                     Err(AckError::Stale) => {
                         // Renewing again cannot win it back; say so once.
@@ -167,7 +187,12 @@ pub(crate) async fn drive<L: Settle>(
             }
         }
     };
-    drop(handler);
+    // Drop the handler now (a run stopped at its limit is dropped mid-way), catching a panic in
+    // its destructors as a panic in its body is caught: it must not end this task, which may
+    // run other deliveries.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handler))).is_err() {
+        tracing::error!("a handler panicked while it was dropped");
+    }
     let result = match finished {
         Ok(result) => result,
         Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),
