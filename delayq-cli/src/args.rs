@@ -48,6 +48,11 @@ pub(crate) enum Command {
     Send(SendArgs),
     /// Cancels a pending message (exit 1 unless it was removed).
     Cancel { topic: String, id: String },
+    /// Pauses a topic: no process claims its messages until `delayq resume`; sends keep
+    /// arriving and running handlers finish. The state is kept in Redis.
+    Pause { topic: String },
+    /// Resumes a paused topic: every process claims what came due meanwhile at once.
+    Resume { topic: String },
     /// Dead letters: list, show, replay or purge.
     #[command(subcommand)]
     Dead(DeadCommand),

@@ -22,6 +22,7 @@ pub(crate) struct Meter {
     retry: Counter,
     dead: Counter,
     timed_out: Counter,
+    paused: Gauge,
     lateness: Histogram,
     inflight: Gauge,
     pending: Gauge,
@@ -49,6 +50,7 @@ impl Meter {
             retry: handled("retry"),
             dead: handled("dead"),
             timed_out: metrics::counter!("delayq_timeouts_total", plain()),
+            paused: metrics::gauge!("delayq_paused", plain()),
             lateness: metrics::histogram!("delayq_lateness_seconds", plain()),
             inflight: metrics::gauge!("delayq_inflight", plain()),
             pending: metrics::gauge!("delayq_pending", plain()),
@@ -83,6 +85,11 @@ impl Meter {
     /// there too).
     pub(crate) fn timed_out(&self) {
         self.timed_out.increment(1);
+    }
+
+    /// Whether the topic is paused, as this process's boss last found it.
+    pub(crate) fn paused(&self, paused: bool) {
+        self.paused.set(if paused { 1.0 } else { 0.0 });
     }
 
     /// A handler starts on something due at `due` (a message's due time, an entry's id time).

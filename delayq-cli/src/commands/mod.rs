@@ -132,6 +132,22 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 }
             }
         }
+        Command::Pause { topic } => {
+            known_topic(&p, &topic).await?;
+            let changed = p.pause(&topic).await?;
+            let word = if changed { "paused" } else { "already_paused" };
+            emit(json, json!({"topic": topic, "outcome": word}), || {
+                format!("{topic}: {}", word.replace('_', " "))
+            });
+        }
+        Command::Resume { topic } => {
+            known_topic(&p, &topic).await?;
+            let changed = p.resume(&topic).await?;
+            let word = if changed { "resumed" } else { "not_paused" };
+            emit(json, json!({"topic": topic, "outcome": word}), || {
+                format!("{topic}: {}", word.replace('_', " "))
+            });
+        }
         Command::Dead(dead) => dead::run(&p, json, dead).await?,
         Command::Streams => {
             let streams = all_streams(&p).await?;

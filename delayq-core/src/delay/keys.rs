@@ -31,6 +31,8 @@ pub struct TopicKeys {
     pub far_index: String,
     /// HASH `count` (messages in far buckets) and `width` (the bucket width in ms).
     pub farinfo: String,
+    /// STRING, present while the topic is paused: no process claims its messages.
+    pub paused: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -58,6 +60,7 @@ impl TopicKeys {
             far: key("far"),
             far_index: key("where"),
             farinfo: key("farinfo"),
+            paused: key("paused"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -71,7 +74,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 9] {
+    pub fn typed(&self) -> [(&str, &'static str); 10] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -82,6 +85,7 @@ impl TopicKeys {
             (&self.far, "zset"),
             (&self.far_index, "hash"),
             (&self.farinfo, "hash"),
+            (&self.paused, "string"),
         ]
     }
 }

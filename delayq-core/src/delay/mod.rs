@@ -18,6 +18,7 @@ mod dead;
 mod envelope;
 mod inspect;
 mod keys;
+mod pause;
 mod queue;
 mod scripts;
 mod send;

@@ -47,6 +47,9 @@ pub struct ClaimBatch {
     /// Claimed ids that cannot be delivered, with the reason: an envelope that does not parse
     /// (moved to the dead letters) or is missing (dropped).
     pub undeliverable: Vec<(MessageId, String)>,
+    /// The topic is paused: nothing was claimed, and nothing will be until it is resumed
+    /// (a resume wakes the bosses).
+    pub paused: bool,
 }
 
 /// What `nack` did.
@@ -150,12 +153,15 @@ impl TopicQueue {
             return Err(Error::unexpected("claim_due", &"a short reply"));
         };
         let head = int(&head).ok_or_else(|| Error::unexpected("claim_due", &head))?;
-        self.far_head.store(head, Ordering::Relaxed);
+        let next = int(&next).ok_or_else(|| Error::unexpected("claim_due", &next))?;
+        let paused = next == -2;
+        if !paused {
+            self.far_head.store(head, Ordering::Relaxed);
+        }
         let mut batch = ClaimBatch {
             now_us: int(&now).ok_or_else(|| Error::unexpected("claim_due", &now))? as u64,
-            next_due_ms: optional_ms(
-                int(&next).ok_or_else(|| Error::unexpected("claim_due", &next))?,
-            ),
+            next_due_ms: optional_ms(next),
+            paused,
             ..ClaimBatch::default()
         };
         batch.now_ms = batch.now_us / 1000;

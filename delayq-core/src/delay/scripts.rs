@@ -34,12 +34,13 @@ scripts!(
         purge_dead,
         tick,
         state,
+        pause,
     ]
 );
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
-/// KEYS[8] where, KEYS[9] farinfo, then the far bucket keys the call may touch (`far`), the
+/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -55,7 +56,8 @@ pub(super) fn topic_script(
         .key(&k.stats)
         .key(&k.far)
         .key(&k.far_index)
-        .key(&k.farinfo);
+        .key(&k.farinfo)
+        .key(&k.paused);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }
@@ -199,6 +201,13 @@ pub(crate) fn requeue_expired(
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.requeue_expired, k, &NONE);
     inv.arg(max).arg(default_max_attempts);
+    inv
+}
+
+/// Pauses the topic (`true`) or resumes it, waking its bosses.
+pub(crate) fn pause(k: &TopicKeys, paused: bool) -> ScriptInvocation<'static> {
+    let mut inv = topic_script(&SCRIPTS.pause, k, &Buckets::default());
+    inv.arg(u8::from(paused));
     inv
 }
 

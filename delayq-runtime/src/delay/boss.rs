@@ -44,6 +44,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let ack_timeout = topic.options.ack_timeout();
     let mut race = Race::default();
     let mut at_due = false;
+    let mut paused = false;
     while !topic.stop.is_cancelled() {
         let first = tokio::select! {
             permit = topic.slots.clone().acquire_owned() => match permit {
@@ -76,6 +77,22 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 continue;
             }
         };
+        if batch.paused != paused {
+            paused = batch.paused;
+            topic.meter.paused(paused);
+            tracing::info!(topic = %topic.name, paused, "topic {}", if paused { "paused" } else { "resumed" });
+        }
+        if paused {
+            // Nothing is claimed until a resume wakes this boss (the safety sleep covers a
+            // lost wake-up); the script refuses claims meanwhile, so no process slips one in.
+            drop(permits);
+            tokio::select! {
+                _ = topic.wake_boss.notified() => {}
+                _ = tokio::time::sleep(BOSS_SAFETY_SLEEP) => {}
+                _ = topic.stop.cancelled() => return,
+            }
+            continue;
+        }
         for (id, why) in &batch.undeliverable {
             tracing::error!(topic = %topic.name, %id, reason = %why, "claimed a message that cannot be delivered");
         }

@@ -2,8 +2,9 @@
 -- when large), then due messages move from `delayed` to `inflight` with an ack deadline.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
--- KEYS[10], when given: the far bucket the boss expects to promote next (see far.lua)
--- Returns { now_us, when to look next (ms) or -1, the first far bucket or -1, id1, envelope1,
+-- KEYS[11], when given: the far bucket the boss expects to promote next (see far.lua)
+-- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
+-- bucket or -1, id1, envelope1,
 -- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;
 -- the boss declares that bucket on its next call, so that it can be promoted); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
@@ -11,6 +12,8 @@
 -- dead letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
+-- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
+if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1 } end
 local now = math.floor(now_micros / 1000)
 promote(now)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))

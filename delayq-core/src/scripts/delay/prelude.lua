@@ -4,6 +4,7 @@
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
 --   KEYS[6] stats (outcome counters, see `count` below)
 --   KEYS[7] far   KEYS[8] where   KEYS[9] farinfo (far buckets, see "Far buckets" below)
+--   KEYS[10] paused (present while the topic is paused: claim_due claims nothing)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
