@@ -21,6 +21,10 @@ async fn cli_pauses_and_resumes_a_topic() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json()["outcome"], "paused");
     assert!(p.is_paused("cli.pause").await.unwrap());
+    let run = delayq(&url, &["--json", "stats", "cli.pause"]);
+    assert_eq!(run.json()[0]["paused"], true, "{}", run.stdout);
+    let run = delayq(&url, &["stats", "cli.pause"]);
+    assert!(run.stdout.contains("cli.pause (paused)"), "{}", run.stdout);
     let run = delayq(&url, &["pause", "cli.pause"]);
     assert_eq!(
         (run.code, run.stdout.trim()),
@@ -35,6 +39,8 @@ async fn cli_pauses_and_resumes_a_topic() {
         run.stderr
     );
     assert!(!p.is_paused("cli.pause").await.unwrap());
+    let run = delayq(&url, &["--json", "stats", "cli.pause"]);
+    assert_eq!(run.json()[0]["paused"], false, "{}", run.stdout);
     let run = delayq(&url, &["--json", "resume", "cli.pause"]);
     assert_eq!(run.json()["outcome"], "not_paused");
 

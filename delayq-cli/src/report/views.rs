@@ -24,6 +24,7 @@ pub(crate) fn stats_json(s: &TopicStats) -> Value {
             "dead": s.last_minute.dead,
         },
         "read_at_ms": ms(s.read_at),
+        "paused": s.paused,
     })
 }
 
@@ -41,7 +42,11 @@ pub(crate) const STATS_HEADER: &[&str] = &[
 
 pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
     vec![
-        s.topic.clone(),
+        if s.paused {
+            format!("{} (paused)", s.topic)
+        } else {
+            s.topic.clone()
+        },
         s.delayed.to_string(),
         s.inflight.to_string(),
         s.dead.to_string(),

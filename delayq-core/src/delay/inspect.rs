@@ -54,6 +54,8 @@ pub struct TopicStats {
     pub last_minute: Outcomes,
     /// The Redis server's clock when the numbers were read.
     pub read_at: SystemTime,
+    /// Whether the topic is paused (`Producer::pause`): no process claims its messages.
+    pub paused: bool,
 }
 
 /// A message waiting in `delayed` (or in flight), as `peek` shows it.
@@ -143,7 +145,8 @@ impl Producer {
             .zrange_withscores(&keys.far, 0, 0)
             .zrange_withscores(&keys.inflight, 0, 0)
             .hgetall(&keys.stats)
-            .cmd("TIME");
+            .cmd("TIME")
+            .exists(&keys.paused);
         let pipe = &pipe;
         type Reply = (
             usize,
@@ -155,8 +158,9 @@ impl Producer {
             Vec<(String, f64)>,
             Vec<(String, u64)>,
             (u64, u64),
+            bool,
         );
-        let (hot, far, inflight, dead, due, far_due, claim, fields, (secs, micros)): Reply =
+        let (hot, far, inflight, dead, due, far_due, claim, fields, (secs, micros), paused): Reply =
             on_topic(&self.conn, &keys, |mut conn| async move {
                 pipe.query_async(&mut conn).await
             })
@@ -176,6 +180,7 @@ impl Producer {
             oldest_claim_deadline: first_score(&claim),
             last_minute: last_minute(&fields, now_ms),
             read_at: ms_to_time(now_ms),
+            paused,
         })
     }
 

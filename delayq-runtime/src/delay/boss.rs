@@ -45,6 +45,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let mut race = Race::default();
     let mut at_due = false;
     let mut paused = false;
+    topic.meter.paused(false);
     while !topic.stop.is_cancelled() {
         let first = tokio::select! {
             permit = topic.slots.clone().acquire_owned() => match permit {
