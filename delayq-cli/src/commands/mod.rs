@@ -132,22 +132,8 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 }
             }
         }
-        Command::Pause { topic } => {
-            known_topic(&p, &topic).await?;
-            let changed = p.pause(&topic).await?;
-            let word = if changed { "paused" } else { "already_paused" };
-            emit(json, json!({"topic": topic, "outcome": word}), || {
-                format!("{topic}: {}", word.replace('_', " "))
-            });
-        }
-        Command::Resume { topic } => {
-            known_topic(&p, &topic).await?;
-            let changed = p.resume(&topic).await?;
-            let word = if changed { "resumed" } else { "not_paused" };
-            emit(json, json!({"topic": topic, "outcome": word}), || {
-                format!("{topic}: {}", word.replace('_', " "))
-            });
-        }
+        Command::Pause { topic } => pause_or_resume(&p, json, &topic, true).await?,
+        Command::Resume { topic } => pause_or_resume(&p, json, &topic, false).await?,
         Command::Dead(dead) => dead::run(&p, json, dead).await?,
         Command::Streams => {
             let streams = all_streams(&p).await?;
@@ -210,6 +196,26 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             dashboard::serve(p, listen, access).await?
         }
     }
+    Ok(())
+}
+
+/// `delayq pause|resume TOPIC`: says whether the state changed.
+async fn pause_or_resume(p: &Producer, json: bool, topic: &str, pause: bool) -> Outcome {
+    known_topic(p, topic).await?;
+    let changed = if pause {
+        p.pause(topic).await?
+    } else {
+        p.resume(topic).await?
+    };
+    let word = match (pause, changed) {
+        (true, true) => "paused",
+        (true, false) => "already_paused",
+        (false, true) => "resumed",
+        (false, false) => "not_paused",
+    };
+    emit(json, json!({"topic": topic, "outcome": word}), || {
+        format!("{topic}: {}", word.replace('_', " "))
+    });
     Ok(())
 }
 

@@ -21,7 +21,7 @@ scripts!(
 );
 
 /// The shortest lease: renewal runs every third of it, over a network round trip.
-const MIN_TTL: Duration = Duration::from_millis(300);
+const MIN_TTL: Duration = Duration::from_millis(delayq_spec::defaults::MIN_LEADER_TTL_MS);
 
 struct Keys {
     /// STRING `"<owner> <token>"` with the lease's TTL.

@@ -5,6 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
+use delayq_spec::duration::format_ms;
+
 use super::calendar::{parse_cron, zone, Calendar, MIN_EVERY};
 use crate::error::{Error, Result};
 use crate::time::{millis, ms_to_time, time_to_ms};
@@ -182,7 +184,7 @@ impl Schedule {
     pub fn spec(&self) -> String {
         match &self.kind {
             Kind::Cron(p) => p.clone(),
-            Kind::Every(ms) => format!("every {}", humane(*ms)),
+            Kind::Every(ms) => format!("every {}", format_ms(*ms)),
         }
     }
 
@@ -280,8 +282,6 @@ impl Schedule {
     }
 }
 
-pub(crate) use delayq_spec::duration::format_ms as humane;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,7 +292,7 @@ mod tests {
             Schedule::every(Duration::from_secs(300)).unwrap().spec(),
             "every 5m"
         );
-        assert_eq!(humane(5_400_250), "1h30m250ms");
+        assert_eq!(format_ms(5_400_250), "1h30m250ms");
         let s = Schedule::cron(" 0 9 * * MON-FRI ").unwrap();
         let (kind, spec) = s.stored();
         let back = Schedule::from_stored(kind, &spec, "Europe/Berlin", "all", "1500").unwrap();
