@@ -73,8 +73,8 @@ pub mod protocol {
     #[cfg(feature = "testing")]
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
-        ClaimBatch, Delivery, Envelope, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
-        MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
+        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
+        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
     };
     pub use crate::env::CA_FILE_VAR;
     pub use crate::names::validate_namespace;

@@ -14,12 +14,25 @@ pub struct LedgerLine {
     pub attempt: u32,
     /// The process that handled it.
     pub pid: u32,
+    /// When its handler started, µs since the epoch by the (shared) machine clock.
+    pub at_us: u64,
+}
+
+/// Now, in µs since the epoch (a ledger line's `at_us`).
+pub fn epoch_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 impl LedgerLine {
-    /// The line as written: `<payload> <attempt> <pid>\n`.
+    /// The line as written: `<payload> <attempt> <pid> <at_us>\n`.
     pub fn format(&self) -> String {
-        format!("{} {} {}\n", self.payload, self.attempt, self.pid)
+        format!(
+            "{} {} {} {}\n",
+            self.payload, self.attempt, self.pid, self.at_us
+        )
     }
 
     /// Parses one line; `None` for a torn or foreign line.
@@ -29,6 +42,7 @@ impl LedgerLine {
             payload: f.next()?.parse().ok()?,
             attempt: f.next()?.parse().ok()?,
             pid: f.next()?.parse().ok()?,
+            at_us: f.next()?.parse().ok()?,
         };
         f.next().is_none().then_some(line)
     }
@@ -160,7 +174,18 @@ impl ConsumerProcess {
     /// Starts one against `redis_url`, recording in `ledger`; handlers take `handler_ms`.
     /// It logs errors only, to the test's stderr.
     pub fn start(redis_url: &str, ledger: &Path, handler_ms: u64) -> ConsumerProcess {
-        Self::spawn(redis_url, ledger, handler_ms, None, Role::Delay)
+        Self::spawn(redis_url, ledger, handler_ms, None, Role::Delay, &[])
+    }
+
+    /// One with extra environment variables (`DELAYQ_LISTENER_…` options), logging at WARN
+    /// into `log`.
+    pub fn start_with_env(
+        redis_url: &str,
+        ledger: &Path,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> ConsumerProcess {
+        Self::spawn(redis_url, ledger, 0, Some(log), Role::Delay, env)
     }
 
     /// One that runs only `role`'s listener (see the binary's docs), logging at WARN into
@@ -172,7 +197,7 @@ impl ConsumerProcess {
         handler_ms: u64,
         log: &Path,
     ) -> ConsumerProcess {
-        Self::spawn(redis_url, ledger, handler_ms, Some(log), role)
+        Self::spawn(redis_url, ledger, handler_ms, Some(log), role, &[])
     }
 
     /// The same, logging at WARN into `log` (read it with [`log_text`](Self::log_text)).
@@ -182,7 +207,7 @@ impl ConsumerProcess {
         handler_ms: u64,
         log: &Path,
     ) -> ConsumerProcess {
-        Self::spawn(redis_url, ledger, handler_ms, Some(log), Role::Delay)
+        Self::spawn(redis_url, ledger, handler_ms, Some(log), Role::Delay, &[])
     }
 
     fn spawn(
@@ -191,8 +216,10 @@ impl ConsumerProcess {
         handler_ms: u64,
         log: Option<&Path>,
         role: Role,
+        env: &[(&str, &str)],
     ) -> Self {
         let mut cmd = Command::new(binary(role));
+        cmd.envs(env.iter().copied());
         cmd.env("DELAYQ_REDIS_URL", redis_url)
             .env("DELAYQ_TEST_ROLE", role.name())
             .env("DELAYQ_TEST_LEDGER", ledger)

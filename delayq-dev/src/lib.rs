@@ -40,7 +40,7 @@ mod web;
 
 pub use browser::{chromium, dump_dom, screenshot, screenshots_dir, DevTools};
 pub use consumer::{
-    append_to_ledger, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
+    append_to_ledger, epoch_us, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
     LeaderTick, LedgerLine, Role, PROC_ROOM,
 };
 /// A URL with its password hidden, for printing.

@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::ItemFn;
 
-use crate::validate::{Handling, LeaderTask, Listener, StreamListener};
+use crate::validate::{Flow, Handling, LeaderTask, Listener, StreamListener};
 use crate::values::Backoff;
 
 fn backoff(backoff: &Backoff) -> TokenStream {
@@ -55,7 +55,21 @@ pub(crate) fn listener_options(
     handling: &Handling,
     max_attempts: u32,
     lease_ms: u64,
+    flow: &Flow,
 ) -> TokenStream {
+    let rate = match flow.rate {
+        Some(delayq_spec::Rate {
+            count,
+            period_ms,
+            burst,
+        }) => quote!(::core::option::Option::Some(::delayq_runtime::__private::Rate {
+            count: #count,
+            period_ms: #period_ms,
+            burst: #burst,
+        })),
+        None => quote!(::core::option::Option::None),
+    };
+    let (dead_max, dead_ttl_ms) = (flow.dead_max, flow.dead_ttl_ms);
     let concurrency = handling.concurrency;
     let backoff = backoff(&handling.backoff);
     let timeout = match handling.timeout_ms {
@@ -69,6 +83,11 @@ pub(crate) fn listener_options(
             ack_timeout_ms: #lease_ms,
             backoff: #backoff,
             timeout_ms: #timeout,
+            flow: ::delayq_runtime::__private::Flow {
+                rate: #rate,
+                dead_max: #dead_max,
+                dead_ttl_ms: #dead_ttl_ms,
+            },
         }
     }
 }
@@ -84,7 +103,12 @@ pub(crate) fn registration(
     let h = &listener.handling;
     let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
     let path = function_path(function);
-    let options = listener_options(h, listener.max_attempts, listener.ack_timeout_ms);
+    let options = listener_options(
+        h,
+        listener.max_attempts,
+        listener.ack_timeout_ms,
+        &listener.flow,
+    );
     quote! {
         #function
 
@@ -120,7 +144,12 @@ pub(crate) fn stream_registration(
     let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
     let path = function_path(function);
     // For a stream, "attempts" are deliveries and the lease is min_idle.
-    let options = listener_options(h, listener.max_deliveries, listener.min_idle_ms);
+    let options = listener_options(
+        h,
+        listener.max_deliveries,
+        listener.min_idle_ms,
+        &Flow::default(),
+    );
     quote! {
         #function
 

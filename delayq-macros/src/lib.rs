@@ -10,6 +10,7 @@
 
 mod attr;
 mod expand;
+mod flow;
 mod schedule;
 mod validate;
 mod values;

@@ -156,7 +156,12 @@ pub(crate) fn registration(
     };
     let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
     let path = function_path(function);
-    let options = listener_options(h, s.max_attempts, s.ack_timeout_ms);
+    let options = listener_options(
+        h,
+        s.max_attempts,
+        s.ack_timeout_ms,
+        &crate::validate::Flow::default(),
+    );
     let Scheduled {
         name,
         every_ms,

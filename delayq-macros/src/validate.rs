@@ -4,6 +4,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, LitStr};
 
 use crate::attr::{int, string, Args, Spec};
+pub(crate) use crate::flow::{flow, Flow};
 use crate::values::{
     backoff, bounded, duration, lease_length, name, required, Backoff, DEFAULT_ACK_TIMEOUT_MS,
     DEFAULT_BACKOFF, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_MAX_ATTEMPTS,
@@ -15,6 +16,7 @@ pub(crate) struct Listener {
     pub max_attempts: u32,
     pub ack_timeout_ms: u64,
     pub handling: Handling,
+    pub flow: Flow,
 }
 
 /// The function's shape, checked for any of the attributes (`attr` names it in messages):
@@ -124,6 +126,10 @@ pub(crate) const DELAY_OPTIONS: &[Spec] = &[
     string("ack_timeout"),
     string("backoff"),
     string("timeout"),
+    string("rate"),
+    int("burst"),
+    int("dead_max"),
+    string("dead_ttl"),
 ];
 
 pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
@@ -143,11 +149,13 @@ pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
         DEFAULT_CONCURRENCY,
     )?;
     let (max_attempts, ack_timeout_ms) = attempts_and_lease(&args)?;
+    let flow = flow(&args)?;
     Ok(Listener {
         topic,
         max_attempts,
         ack_timeout_ms,
         handling,
+        flow,
     })
 }
 

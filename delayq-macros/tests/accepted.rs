@@ -44,6 +44,21 @@ fn every_accepted_shape_is_registered_with_its_options() {
         ),
         (8, 5, 500)
     );
+    let flow = |topic: &str| {
+        inventory::iter::<ListenerRegistration>
+            .into_iter()
+            .find(|r| r.topic == topic)
+            .unwrap()
+            .options
+            .flow
+    };
+    let c = flow("c");
+    assert_eq!(
+        c.rate.map(|r| (r.count, r.period_ms, r.burst)),
+        Some((100, 60_000, 7))
+    );
+    assert_eq!((c.dead_max, c.dead_ttl_ms), (50, 7_200_000));
+    assert_eq!(flow("b"), delayq_runtime::__private::Flow::default());
     let streams = sorted(
         inventory::iter::<StreamListenerRegistration>
             .into_iter()

@@ -20,6 +20,7 @@ trait Held: Send + Sync + 'static {
     fn ack(&self) -> Settling<'_>;
     fn nack<'a>(&'a self, error: &'a str, dead_reason: Option<&'a str>) -> Settling<'a>;
     fn extend(&self, by: Duration) -> Settling<'_>;
+    fn retry_after<'a>(&'a self, after: Duration, note: &'a str) -> Settling<'a>;
 }
 
 impl<S: Settle> Held for S {
@@ -41,6 +42,10 @@ impl<S: Settle> Held for S {
 
     fn extend(&self, by: Duration) -> Settling<'_> {
         Box::pin(Settle::extend(self, by))
+    }
+
+    fn retry_after<'a>(&'a self, after: Duration, note: &'a str) -> Settling<'a> {
+        Box::pin(Settle::retry_after(self, after, note))
     }
 }
 
@@ -100,6 +105,21 @@ impl Ack {
     /// As [`ack`](Self::ack).
     pub async fn extend(&self, by: Duration) -> Result<(), AckError> {
         self.held.extend(by).await
+    }
+
+    /// Not now: the message comes back after `after` without using an attempt (HTTP 429 with
+    /// its `Retry-After`; a rate limit another service keeps). Its last error says
+    /// `retry after <after>`. A stream entry comes back after `after` or the listener's
+    /// `min_idle`, whichever is shorter, and its delivery still counts (Redis counts them).
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
+    pub async fn retry_after(&self, after: Duration) -> Result<(), AckError> {
+        let note = format!(
+            "retry after {}",
+            delayq_core::config::format_duration(after)
+        );
+        self.held.retry_after(after, &note).await
     }
 
     /// Moves the message to the dead letters now, with `reason`.

@@ -5,11 +5,13 @@
 //! they differ only in what they are called with (`D`: a `TopicDelivery` or `StreamDelivery`).
 //! The mode is a type too ([`AckMode`]), and it alone decides what happens after a run.
 
+use std::any::Any;
 use std::fmt::Display;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
@@ -17,6 +19,62 @@ use crate::ack::Ack;
 
 /// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+
+/// A listener's run, boxed: resolves to the failure the handler reported, if any.
+pub type RunFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'static>>;
+
+/// How a listener's run failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// An error (its text): retried after the backoff, or dead-lettered on the last attempt.
+    Error(String),
+    /// Not now ([`RetryAfter`]): back after the delay, the attempt not counted.
+    Later(Duration, String),
+}
+
+/// A listener's error that says "not now, come back after this": the message is delivered
+/// again after the duration without using an attempt (the HTTP 429 case). Return it as the
+/// handler's `Err` (`Err(RetryAfter(d))`), or inside a `Box<dyn Error + Send + Sync>` (what
+/// `?` makes of it), anywhere in that error's `source()` chain. A stream entry comes back
+/// after the duration or `min_idle`, whichever is shorter, and Redis counts the delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryAfter(pub Duration);
+
+impl Display for RetryAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "retry after {}",
+            delayq_core::config::format_duration(self.0)
+        )
+    }
+}
+
+impl std::error::Error for RetryAfter {}
+
+/// The delay a [`RetryAfter`] in `e` asks for: `e` itself, or a boxed error whose source
+/// chain holds one.
+fn retry_after_in<E: 'static>(e: &E) -> Option<Duration> {
+    let any = e as &dyn Any;
+    if let Some(r) = any.downcast_ref::<RetryAfter>() {
+        return Some(r.0);
+    }
+    let mut link: Option<&(dyn std::error::Error + 'static)> =
+        if let Some(b) = any.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
+            Some(b.as_ref())
+        } else if let Some(b) = any.downcast_ref::<Box<dyn std::error::Error>>() {
+            Some(b.as_ref())
+        } else {
+            None
+        };
+    while let Some(e) = link {
+        if let Some(r) = e.downcast_ref::<RetryAfter>() {
+            return Some(r.0);
+        }
+        link = e.source();
+    }
+    None
+}
 
 /// What a handler is called with: a topic's claimed message or a stream's entry.
 pub trait Inbound: Send + Sync + 'static {
@@ -65,22 +123,38 @@ impl<T: DeserializeOwned + Send + 'static, D: Inbound> Decode<ViaPayload, D> for
     message = "a #[delay_listener] must return `()` or `Result<(), E>` with `E: Display`, not `{Self}`"
 )]
 pub trait ListenerReturn: Send + 'static {
-    /// `Err(text)` for a failure, kept as the message's last error.
+    /// The failure, if any: its text is kept as the message's last error.
     ///
     /// # Errors
-    /// The handler's error, as text (kept on the message).
-    fn into_result(self) -> Result<(), String>;
+    /// The handler's error: a [`RetryAfter`] comes back as [`Failure::Later`].
+    fn into_failure(self) -> Result<(), Failure>;
+
+    /// `Err(text)` for a failure (a leader task's run).
+    ///
+    /// # Errors
+    /// The handler's error, as text.
+    fn into_result(self) -> Result<(), String>
+    where
+        Self: Sized,
+    {
+        self.into_failure().map_err(|f| match f {
+            Failure::Error(text) | Failure::Later(_, text) => text,
+        })
+    }
 }
 
 impl ListenerReturn for () {
-    fn into_result(self) -> Result<(), String> {
+    fn into_failure(self) -> Result<(), Failure> {
         Ok(())
     }
 }
 
 impl<E: Display + Send + 'static> ListenerReturn for Result<(), E> {
-    fn into_result(self) -> Result<(), String> {
-        self.map_err(|e| e.to_string())
+    fn into_failure(self) -> Result<(), Failure> {
+        self.map_err(|e| match retry_after_in(&e) {
+            Some(after) => Failure::Later(after, e.to_string()),
+            None => Failure::Error(e.to_string()),
+        })
     }
 }
 
@@ -91,6 +165,8 @@ pub enum AfterRun {
     Ack,
     /// Retry it after the backoff (or dead-letter it on its last attempt), keeping the error.
     Retry(String),
+    /// Back after the delay without using an attempt, keeping the text.
+    Later(Duration, String),
     /// Leave it to the `Ack` handle: the ack deadline counts from now.
     AwaitAck,
 }
@@ -100,7 +176,15 @@ pub trait AckMode: 'static {
     /// The mode's name, for logs.
     const NAME: &'static str;
     /// What to do once a run returned `result` (and did not settle the message itself).
-    fn after_run(result: Result<(), String>) -> AfterRun;
+    fn after_run(result: Result<(), Failure>) -> AfterRun;
+}
+
+/// What a failed run leads to, in either mode.
+fn failed(failure: Failure) -> AfterRun {
+    match failure {
+        Failure::Error(error) => AfterRun::Retry(error),
+        Failure::Later(after, text) => AfterRun::Later(after, text),
+    }
 }
 
 /// Auto ack: `Ok` acks, `Err` retries.
@@ -110,20 +194,20 @@ pub enum Manual {}
 
 impl AckMode for Auto {
     const NAME: &'static str = "auto";
-    fn after_run(result: Result<(), String>) -> AfterRun {
+    fn after_run(result: Result<(), Failure>) -> AfterRun {
         match result {
             Ok(()) => AfterRun::Ack,
-            Err(error) => AfterRun::Retry(error),
+            Err(failure) => failed(failure),
         }
     }
 }
 
 impl AckMode for Manual {
     const NAME: &'static str = "manual";
-    fn after_run(result: Result<(), String>) -> AfterRun {
+    fn after_run(result: Result<(), Failure>) -> AfterRun {
         match result {
             Ok(()) => AfterRun::AwaitAck,
-            Err(error) => AfterRun::Retry(error),
+            Err(failure) => failed(failure),
         }
     }
 }
@@ -146,7 +230,7 @@ pub trait Handler<D, Args>: Send + Sync + 'static {
     ///
     /// # Errors
     /// The decoding error, when the payload is not a `T`: the message is dead-lettered.
-    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String>;
+    fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String>;
 }
 
 impl<D, F, Fut, P, M> Handler<D, AutoAck<M, P>> for F
@@ -158,9 +242,9 @@ where
 {
     type Mode = Auto;
 
-    fn call(&self, inbound: &D, _ack: Ack) -> Result<HandlerFuture, String> {
+    fn call(&self, inbound: &D, _ack: Ack) -> Result<RunFuture, String> {
         let fut = self(P::decode(inbound)?);
-        Ok(Box::pin(async move { fut.await.into_result() }))
+        Ok(Box::pin(async move { fut.await.into_failure() }))
     }
 }
 
@@ -173,9 +257,9 @@ where
 {
     type Mode = Manual;
 
-    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String> {
+    fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String> {
         let fut = self(P::decode(inbound)?, ack);
-        Ok(Box::pin(async move { fut.await.into_result() }))
+        Ok(Box::pin(async move { fut.await.into_failure() }))
     }
 }
 
@@ -184,9 +268,9 @@ pub trait ErasedHandler<D>: Send + Sync + 'static {
     /// The ack mode's name, for logs.
     fn mode(&self) -> &'static str;
     /// See [`AckMode::after_run`].
-    fn after_run(&self, result: Result<(), String>) -> AfterRun;
+    fn after_run(&self, result: Result<(), Failure>) -> AfterRun;
     /// See [`Handler::call`].
-    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String>;
+    fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String>;
 }
 
 struct Erased<F, Args>(F, PhantomData<fn() -> Args>);
@@ -196,11 +280,11 @@ impl<D, F: Handler<D, Args>, Args: 'static> ErasedHandler<D> for Erased<F, Args>
         <F::Mode as AckMode>::NAME
     }
 
-    fn after_run(&self, result: Result<(), String>) -> AfterRun {
+    fn after_run(&self, result: Result<(), Failure>) -> AfterRun {
         <F::Mode as AckMode>::after_run(result)
     }
 
-    fn call(&self, inbound: &D, ack: Ack) -> Result<HandlerFuture, String> {
+    fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String> {
         self.0.call(inbound, ack)
     }
 }

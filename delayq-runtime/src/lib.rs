@@ -149,7 +149,7 @@ pub use delayq_core::{
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.
 #[doc(hidden)]
-pub use handler::{AckMode, AfterRun, Auto, Manual};
+pub use handler::{AckMode, AfterRun, Auto, Failure, Manual, RetryAfter, RunFuture};
 pub use handler::{Decode, Handler, Inbound, ListenerReturn};
 pub use runtime::{
     start, ComponentConfig, EffectiveConfig, FailingSchedule, Health, ListenerHealth,
@@ -163,7 +163,7 @@ pub use stream::{StreamDelivery, StreamMessage};
 pub mod __private {
     pub use crate::delay::{erase, ListenerRegistration};
     pub use crate::leader::{erase_leader, LeaderTaskRegistration};
-    pub use crate::options::{Backoff, ListenerOptions};
+    pub use crate::options::{Backoff, Flow, ListenerOptions, Rate};
     pub use crate::schedule::{ScheduleRegistration, ViaTick};
     pub use crate::stream::{erase_stream, StreamListenerRegistration};
     pub use inventory;

@@ -22,6 +22,7 @@ pub(crate) struct Meter {
     retry: Counter,
     dead: Counter,
     timed_out: Counter,
+    dead_dropped: Counter,
     paused: Gauge,
     lateness: Histogram,
     inflight: Gauge,
@@ -50,6 +51,7 @@ impl Meter {
             retry: handled("retry"),
             dead: handled("dead"),
             timed_out: metrics::counter!("delayq_timeouts_total", plain()),
+            dead_dropped: metrics::counter!("delayq_dead_dropped_total", plain()),
             paused: metrics::gauge!("delayq_paused", plain()),
             lateness: metrics::histogram!("delayq_lateness_seconds", plain()),
             inflight: metrics::gauge!("delayq_inflight", plain()),
@@ -90,6 +92,13 @@ impl Meter {
     /// Whether the topic is paused, as this process's boss last found it.
     pub(crate) fn paused(&self, paused: bool) {
         self.paused.set(if paused { 1.0 } else { 0.0 });
+    }
+
+    /// Dead letters dropped past the topic's bounds (`dead_max`, `dead_ttl`).
+    pub(crate) fn dead_dropped(&self, n: u64) {
+        if n > 0 {
+            self.dead_dropped.increment(n);
+        }
     }
 
     /// A handler starts on something due at `due` (a message's due time, an entry's id time).

@@ -11,7 +11,8 @@ pub(crate) fn jittered(full: Duration) -> Duration {
 }
 
 /// A retry delay policy (`delayq-spec`'s, which the attributes and `delayq.toml` both read).
-pub use delayq_core::config::Backoff;
+pub use delayq_core::config::{Backoff, Rate};
+pub use delayq_core::protocol::Flow;
 
 /// The wait before a retry, as the runtime takes it.
 pub(crate) trait RetryDelay {
@@ -45,6 +46,9 @@ pub struct ListenerOptions {
     /// A run's hard limit (ms), if any: at it the handler's future is dropped and the run
     /// counts as a failed attempt.
     pub timeout_ms: Option<u64>,
+    /// The topic's rate limit and dead-letter bounds (delay listeners; a stream listener and a
+    /// schedule keep the defaults).
+    pub flow: Flow,
 }
 
 impl ListenerOptions {

@@ -25,6 +25,14 @@ pub(crate) trait Settle: Send + Sync + 'static {
         error: &str,
         dead_reason: Option<&str>,
     ) -> impl Future<Output = Result<(), AckError>> + Send;
+    /// Back after `after` without using an attempt (a topic's message; a stream entry comes
+    /// back after `after` or `min_idle`, whichever is shorter, and Redis counts the delivery).
+    /// `note` is kept as the last error.
+    fn retry_after(
+        &self,
+        after: Duration,
+        note: &str,
+    ) -> impl Future<Output = Result<(), AckError>> + Send;
     /// Keeps the message from being delivered again for at least `by` from now (never
     /// shortens what an earlier call gave).
     fn extend(&self, by: Duration) -> impl Future<Output = Result<(), AckError>> + Send;

@@ -12,7 +12,7 @@ use delayq_core::AckError;
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{AfterRun, HandlerFuture};
+use crate::handler::{AfterRun, Failure, RunFuture};
 use crate::health::{Health, RetryDelay};
 use crate::meter::Meter;
 use crate::settle::Settle;
@@ -109,8 +109,8 @@ where
 pub(crate) async fn drive<L: Settle>(
     ctx: &RunContext<'_>,
     claim: Arc<L>,
-    started: Result<HandlerFuture, String>,
-    after_run: impl Fn(Result<(), String>) -> AfterRun,
+    started: Result<RunFuture, String>,
+    after_run: impl Fn(Result<(), Failure>) -> AfterRun,
 ) {
     let future = match started {
         Ok(f) => f,
@@ -143,7 +143,7 @@ pub(crate) async fn drive<L: Settle>(
             ctx.meter.timed_out();
             tracing::warn!(%error, "handler stopped at its timeout");
         }
-        Ok(Err(error))
+        Ok(Err(Failure::Error(error)))
     };
     let finished = loop {
         tokio::select! {
@@ -195,7 +195,10 @@ pub(crate) async fn drive<L: Settle>(
     }
     let result = match finished {
         Ok(result) => result,
-        Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),
+        Err(panic) => Err(Failure::Error(format!(
+            "handler panicked: {}",
+            panic_text(&*panic)
+        ))),
     };
     if claim.is_settled() {
         return;
@@ -205,6 +208,9 @@ pub(crate) async fn drive<L: Settle>(
         AfterRun::Retry(error) => {
             tracing::warn!(%error, "handler failed");
             settle(ctx, "retry", || claim.nack(&error, None)).await;
+        }
+        AfterRun::Later(after, text) => {
+            settle(ctx, "retry_after", || claim.retry_after(after, &text)).await;
         }
         AfterRun::AwaitAck => {
             // Returned without acking: the ack deadline counts from now (a later one the

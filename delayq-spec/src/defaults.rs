@@ -21,6 +21,14 @@ pub const MIN_ACK_TIMEOUT_MS: u64 = 100;
 /// The shortest `timeout` (ms): a handler run's hard limit, which has no default (a run may
 /// take as long as it takes unless one is given).
 pub const MIN_TIMEOUT_MS: u64 = 1;
+/// Dead letters a topic keeps at most (`dead_max`): past it the oldest are dropped.
+pub const DEAD_MAX: u32 = 10_000;
+/// The most `dead_max` may be.
+pub const MAX_DEAD_MAX: u32 = 100_000_000;
+/// How long a dead letter is kept (`dead_ttl`, ms): 30 days.
+pub const DEAD_TTL_MS: u64 = 30 * 24 * 3_600_000;
+/// The shortest `dead_ttl` (ms).
+pub const MIN_DEAD_TTL_MS: u64 = 1_000;
 /// `backoff`: `exp(1s, 10m)`.
 pub const BACKOFF: crate::Backoff = crate::Backoff::Exponential {
     base_ms: 1_000,

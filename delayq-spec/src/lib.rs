@@ -8,6 +8,7 @@
 //! - [`options`]: what each kind of component takes, with [`defaults`] and limits;
 //! - [`duration`]: humane durations (`30s`, `1h30m250ms`) and the one formatter;
 //! - [`Backoff`]: retry delay policies (`exp(1s, 10m)`, `fixed(5s)`);
+//! - [`Rate`]: rate limits (`100/s`, `5/m`, `1/h`);
 //! - [`cron()`] and [`time_zone`]: schedule patterns and IANA zones;
 //! - [`name_problem`], [`namespace_ok`]: the rule for names that become part of Redis keys.
 //!
@@ -23,8 +24,10 @@ pub mod duration;
 mod error;
 mod name;
 pub mod options;
+mod rate;
 
 pub use backoff::{Backoff, FORMAT as BACKOFF_FORMAT};
 pub use cron::{cron, time_zone, CRON_FIELDS_5, CRON_FIELDS_6};
 pub use error::SpecError;
 pub use name::{name_problem, namespace_ok, MAX_NAMESPACE_LEN, MAX_NAME_LEN, NAME_RULE};
+pub use rate::{Rate, FORMAT as RATE_FORMAT, MAX_PER_PERIOD};

@@ -60,6 +60,8 @@ pub enum ValueKind {
     },
     /// `"exp(1s, 10m)"` or `"fixed(5s)"`.
     Backoff,
+    /// `"100/s"`, `"5/m"` or `"1/h"`.
+    Rate,
     /// A Redis URL (non-empty text); shown with its password as `***`.
     RedisUrl,
     /// A key namespace (the namespace rule).
@@ -93,6 +95,17 @@ const TIMEOUT: ValueKind = ValueKind::Duration {
     min_ms: defaults::MIN_TIMEOUT_MS,
 };
 
+/// How long dead letters are kept.
+const DEAD_TTL: ValueKind = ValueKind::Duration {
+    min_ms: defaults::MIN_DEAD_TTL_MS,
+};
+const DEAD_MAX: ValueKind = ValueKind::Count {
+    max: defaults::MAX_DEAD_MAX,
+};
+const BURST: ValueKind = ValueKind::Count {
+    max: crate::MAX_PER_PERIOD as u32,
+};
+
 const RUNTIME: &[(&str, ValueKind)] = &[
     ("redis_url", ValueKind::RedisUrl),
     ("namespace", ValueKind::Namespace),
@@ -114,6 +127,10 @@ const LISTENER: &[(&str, ValueKind)] = &[
     ("ack_timeout", CLAIM),
     ("backoff", ValueKind::Backoff),
     ("timeout", TIMEOUT),
+    ("rate", ValueKind::Rate),
+    ("burst", BURST),
+    ("dead_max", DEAD_MAX),
+    ("dead_ttl", DEAD_TTL),
 ];
 const STREAM: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),

@@ -25,6 +25,8 @@ pub(crate) fn stats_json(s: &TopicStats) -> Value {
         },
         "read_at_ms": ms(s.read_at),
         "paused": s.paused,
+        "dead_dropped": s.dead_dropped,
+        "rate": s.rate,
     })
 }
 
@@ -42,14 +44,19 @@ pub(crate) const STATS_HEADER: &[&str] = &[
 
 pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
     vec![
-        if s.paused {
-            format!("{} (paused)", s.topic)
-        } else {
-            s.topic.clone()
+        match (&s.rate, s.paused) {
+            (Some(rate), true) => format!("{} (paused, {rate})", s.topic),
+            (Some(rate), false) => format!("{} ({rate})", s.topic),
+            (None, true) => format!("{} (paused)", s.topic),
+            (None, false) => s.topic.clone(),
         },
         s.delayed.to_string(),
         s.inflight.to_string(),
-        s.dead.to_string(),
+        if s.dead_dropped > 0 {
+            format!("{} ({} dropped)", s.dead, s.dead_dropped)
+        } else {
+            s.dead.to_string()
+        },
         relative_opt(s.next_due, s.read_at),
         relative_opt(s.oldest_claim_deadline, s.read_at),
         s.last_minute.ok.to_string(),

@@ -11,7 +11,7 @@ mod suggest;
 mod value;
 
 pub use delayq_spec::duration::{format_duration, format_ms};
-pub use delayq_spec::Backoff;
+pub use delayq_spec::{Backoff, Rate};
 pub use env::{env_name, runtime_variable_typo, variable_prefix, CONFIG_VAR, NOT_OPTIONS};
 pub use file::{ConfigFile, FileSetting, Scope};
 pub use options::{option, options, parse, synonym, Kind, Parsed, SecretUrl, ValueKind};

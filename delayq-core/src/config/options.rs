@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use delayq_spec::duration::{self, format_ms};
-use delayq_spec::Backoff;
+use delayq_spec::{Backoff, Rate};
 
 use super::value::{ConfigValue, Raw};
 use crate::schedule::{CatchUp, Schedule};
@@ -23,6 +23,8 @@ pub enum Parsed {
     Ms(u64),
     /// A backoff policy.
     Backoff(Backoff),
+    /// A rate limit (its burst is the separate option `burst`).
+    Rate(Rate),
     /// Text (a namespace, cron pattern or time zone).
     Text(String),
     /// A Redis URL, which may carry a password: shown and debug-printed without it.
@@ -72,6 +74,7 @@ impl std::fmt::Display for Parsed {
             Parsed::Count(n) => write!(f, "{n}"),
             Parsed::Ms(ms) => f.write_str(&format_ms(*ms)),
             Parsed::Backoff(b) => write!(f, "{b}"),
+            Parsed::Rate(r) => write!(f, "{r}"),
             Parsed::Text(t) => f.write_str(t),
             Parsed::RedisUrl(u) => write!(f, "{u}"),
             Parsed::Addr(a) => write!(f, "{a}"),
@@ -148,6 +151,10 @@ pub fn parse(kind: ValueKind, raw: &Raw) -> Result<Parsed, String> {
         ValueKind::Backoff => match text(raw) {
             Some(t) => Backoff::parse(t).map(Parsed::Backoff),
             None => Err(expected(delayq_spec::BACKOFF_FORMAT)),
+        },
+        ValueKind::Rate => match text(raw) {
+            Some(t) => Rate::parse(t).map(Parsed::Rate).map_err(|e| e.reason),
+            None => Err(expected(delayq_spec::RATE_FORMAT)),
         },
         ValueKind::RedisUrl => match text(raw) {
             Some(t) if !t.trim().is_empty() => {

@@ -56,6 +56,11 @@ pub struct TopicStats {
     pub read_at: SystemTime,
     /// Whether the topic is paused (`Producer::pause`): no process claims its messages.
     pub paused: bool,
+    /// Dead letters dropped in all, oldest first, past the topic's `dead_max` or `dead_ttl`.
+    pub dead_dropped: u64,
+    /// The rate limit its listeners claim within (`100/s burst 10`), as the last runtime to
+    /// start with the topic announced it; `None` when unlimited.
+    pub rate: Option<String>,
 }
 
 /// A message waiting in `delayed` (or in flight), as `peek` shows it.
@@ -156,7 +161,7 @@ impl Producer {
             Vec<(String, f64)>,
             Vec<(String, f64)>,
             Vec<(String, f64)>,
-            Vec<(String, u64)>,
+            Vec<(String, String)>,
             (u64, u64),
             bool,
         );
@@ -166,6 +171,10 @@ impl Producer {
             })
             .await?;
         let now_ms = secs * 1000 + micros / 1000;
+        let counters: Vec<(String, u64)> = fields
+            .iter()
+            .filter_map(|(f, v)| Some((f.clone(), v.parse().ok()?)))
+            .collect();
         Ok(TopicStats {
             topic: keys.topic.clone(),
             delayed: hot + far.unwrap_or(0),
@@ -178,9 +187,17 @@ impl Producer {
                 .flatten()
                 .min(),
             oldest_claim_deadline: first_score(&claim),
-            last_minute: last_minute(&fields, now_ms),
+            last_minute: last_minute(&counters, now_ms),
             read_at: ms_to_time(now_ms),
             paused,
+            dead_dropped: counters
+                .iter()
+                .find(|(f, _)| f == "dead_dropped")
+                .map_or(0, |(_, n)| *n),
+            rate: fields
+                .into_iter()
+                .find(|(f, _)| f == "rate")
+                .map(|(_, v)| v),
         })
     }
 

@@ -4,10 +4,13 @@
 //! `scripts/delay/far.lua`). Every transition is one script, timed by Redis' clock.
 //!
 //! - `keys.rs`: a topic's keys; `envelope.rs`: what is stored under a message id.
-//! - `scripts.rs`: the scripts (`scripts/delay/*.lua`) and a typed builder for each;
+//! - `scripts.rs`: the scripts (`scripts/delay/*.lua`) and a typed builder for each (the
+//!   operator's reads' in `read_scripts.rs`);
 //!   `buckets.rs`: the far buckets a call declares; `call.rs`: running a topic's calls.
 //! - `send_options.rs` and `send.rs`: the producer's sends, cancel, reschedule, counts.
-//! - `queue.rs`: the consumer side (claim, ack, nack, extend, release, requeue) the runtime drives.
+//! - `queue.rs`: the consumer side (claim, ack, extend, release, requeue) the runtime drives;
+//!   `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
+//!   bounds its scripts enforce.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek).
 //! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
 //! - `travel.rs` (feature `testing` only): the test kit's time travel.
@@ -16,22 +19,29 @@ mod buckets;
 mod call;
 mod dead;
 mod envelope;
+mod flow;
 mod inspect;
 mod keys;
 mod pause;
 mod queue;
+mod read_scripts;
 mod scripts;
 mod send;
 mod send_options;
+mod settle_failed;
 mod ticks;
 #[cfg(feature = "testing")]
 mod travel;
 
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
+pub use flow::Flow;
 pub use inspect::{Outcomes, PendingMessage, TopicStats};
 pub use keys::TopicKeys;
-pub use queue::{ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, MAX_CLAIM_BATCH};
+pub use queue::{
+    ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
+    MAX_CLAIM_BATCH,
+};
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 pub(crate) use ticks::Ticks;

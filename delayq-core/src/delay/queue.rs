@@ -1,17 +1,19 @@
 //! The consumer side of one topic: claim, ack, extend, nack, release and requeue, each one
 //! script call. The runtime drives these; they hold no state and start no tasks.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
-use super::buckets::{declaring, Buckets};
+use super::buckets::Buckets;
 use super::call::invoke;
 use super::envelope::Envelope;
+use super::flow::Flow;
 use super::keys::TopicKeys;
-use super::scripts::{self, Failure};
+use super::scripts;
+pub use super::settle_failed::NackOutcome;
 use crate::connection::RedisConn;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -52,17 +54,6 @@ pub struct ClaimBatch {
     pub paused: bool,
 }
 
-/// What `nack` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NackOutcome {
-    /// Back in `delayed`, due after the backoff.
-    Retry,
-    /// Moved to the dead letters.
-    Dead,
-    /// This delivery no longer owns the message; nothing changed.
-    Stale,
-}
-
 /// What `requeue_expired` did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequeueReport {
@@ -74,21 +65,32 @@ pub struct RequeueReport {
     pub next_deadline_ms: Option<u64>,
     /// Redis' clock when it ran (ms).
     pub now_ms: u64,
+    /// Dead letters dropped past the topic's bounds (`dead_max`, `dead_ttl`).
+    pub dead_dropped: usize,
 }
 
 /// The consumer protocol of one topic.
 #[derive(Clone)]
 pub struct TopicQueue {
-    conn: RedisConn,
-    keys: TopicKeys,
+    pub(super) conn: RedisConn,
+    pub(super) keys: TopicKeys,
     /// The first far bucket the last claim saw (-1: none), declared on the next claim so that
     /// it can promote it (see "Declared buckets" in far.lua); shared by the clones.
     far_head: Arc<AtomicI64>,
+    /// The topic's rate limit and dead-letter bounds, which its scripts enforce.
+    pub(super) flow: Flow,
+    /// Dead letters the calls dropped past the bounds, not yet taken (see
+    /// [`take_dead_dropped`](TopicQueue::take_dead_dropped)); shared by the clones.
+    pub(super) dead_dropped: Arc<AtomicU64>,
 }
 
 /// Ids one claim or ack call handles at most: the scripts pass them to single commands
 /// (`HMGET`, `ZADD`, ...) with `unpack`, which Lua limits to a few thousand values.
 pub const MAX_CLAIM_BATCH: usize = 1_000;
+
+/// Dead letters one call drops at most past the topic's bounds (`prelude.lua`'s
+/// `DEAD_DROP_PER_CALL`): a caller that dropped this many calls again.
+pub const DEAD_DROP_PER_CALL: usize = 1_000;
 
 fn int(v: &Value) -> Option<i64> {
     match v {
@@ -117,7 +119,57 @@ impl TopicQueue {
             conn,
             keys,
             far_head: Arc::new(AtomicI64::new(-1)),
+            flow: Flow::default(),
+            dead_dropped: Arc::default(),
         }
+    }
+
+    /// The same queue, claiming within `flow`'s rate limit and keeping dead letters within
+    /// its bounds (the default: no limit; 10,000 dead letters for 30 days).
+    pub fn with_flow(mut self, flow: Flow) -> Self {
+        self.flow = flow;
+        self
+    }
+
+    /// The queue's flow control.
+    pub fn flow(&self) -> &Flow {
+        &self.flow
+    }
+
+    /// Records the rate limit in the topic's statistics (`TopicStats::rate`), for
+    /// `delayq stats` and the dashboard; an unlimited queue clears it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn announce_flow(&self) -> Result<()> {
+        let stats = self.keys.stats.clone();
+        let shown = self.flow.rate.map(|r| format!("{r} burst {}", r.burst));
+        super::call::on_topic(&self.conn, &self.keys, |mut c| async move {
+            match shown {
+                Some(shown) => {
+                    redis::cmd("HSET")
+                        .arg(&stats)
+                        .arg("rate")
+                        .arg(shown)
+                        .query_async::<()>(&mut c)
+                        .await
+                }
+                None => {
+                    redis::cmd("HDEL")
+                        .arg(&stats)
+                        .arg("rate")
+                        .query_async::<()>(&mut c)
+                        .await
+                }
+            }
+        })
+        .await
+    }
+
+    /// Dead letters dropped past the bounds by this queue's calls (any clone) since the last
+    /// call of this.
+    pub fn take_dead_dropped(&self) -> u64 {
+        self.dead_dropped.swap(0, Ordering::Relaxed)
     }
 
     /// The topic's keys.
@@ -146,6 +198,7 @@ impl TopicQueue {
                 &far,
                 max.clamp(1, MAX_CLAIM_BATCH),
                 millis(lease),
+                &self.flow,
             ))
             .await?;
         let mut it = reply.into_iter();
@@ -219,47 +272,6 @@ impl TopicQueue {
         Ok(v.into_iter().map(|x| x == 1).collect())
     }
 
-    /// Settles a failed delivery: back to `delayed` after `backoff`, or dead once it used
-    /// max_attempts (`default_max_attempts` unless the message set its own), or dead at once
-    /// when `dead_reason` is given. `error` is kept as the message's last error.
-    ///
-    /// # Errors
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn nack(
-        &self,
-        id: &MessageId,
-        token: u64,
-        backoff: Duration,
-        error: &str,
-        default_max_attempts: u32,
-        dead_reason: Option<&str>,
-    ) -> Result<NackOutcome> {
-        let k = &self.keys;
-        let due = crate::time::time_to_ms(std::time::SystemTime::now()) + millis(backoff);
-        let far = Buckets::default().due(k, due);
-        let reply: String = declaring(&self.conn, k, far, |far| {
-            scripts::nack(
-                k,
-                far,
-                id,
-                token,
-                Failure {
-                    backoff_ms: millis(backoff),
-                    error,
-                    default_max_attempts,
-                    dead_reason,
-                },
-            )
-        })
-        .await?;
-        match reply.as_str() {
-            "retry" => Ok(NackOutcome::Retry),
-            "dead" => Ok(NackOutcome::Dead),
-            "stale" => Ok(NackOutcome::Stale),
-            _ => Err(Error::unexpected("nack", &reply)),
-        }
-    }
-
     /// Hands claimed deliveries back to `delayed`, due now, without using up an attempt (for
     /// a clean shutdown). Returns how many were handed back; stale ones are skipped.
     ///
@@ -291,16 +303,20 @@ impl TopicQueue {
                 k,
                 max.max(1),
                 default_max_attempts,
+                &self.flow,
             ))
             .await?;
-        let [requeued, dead, next, now] = reply[..] else {
+        let [requeued, dead, next, now, dropped] = reply[..] else {
             return Err(Error::unexpected("requeue_expired", &reply));
         };
+        self.dead_dropped
+            .fetch_add(dropped.max(0) as u64, Ordering::Relaxed);
         Ok(RequeueReport {
             requeued: requeued as usize,
             dead: dead as usize,
             next_deadline_ms: optional_ms(next),
             now_ms: now as u64,
+            dead_dropped: dropped.max(0) as usize,
         })
     }
 }

@@ -4,9 +4,14 @@
 use redis::{Script, ScriptInvocation};
 
 use super::buckets::{Buckets, NONE};
+use super::flow::Flow;
 use super::keys::TopicKeys;
 use crate::id::MessageId;
 use crate::script::scripts;
+
+pub(crate) use super::read_scripts::{
+    list, list_far, list_one, purge_dead, purge_dead_one, replay_oldest, replay_one, State,
+};
 
 pub(super) const PRELUDE: &str = include_str!("../scripts/delay/prelude.lua");
 /// The far buckets' part of the delay queue's prelude.
@@ -144,9 +149,10 @@ pub(crate) fn claim_due(
     far: &Buckets,
     max: usize,
     lease_ms: u64,
+    flow: &Flow,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.claim_due, k, far);
-    inv.arg(max).arg(lease_ms);
+    inv.arg(max).arg(lease_ms).arg(flow.rate_arg());
     inv
 }
 
@@ -171,6 +177,10 @@ pub(crate) struct Failure<'a> {
     pub default_max_attempts: u32,
     /// Dead-letter now with this reason, instead of retrying while attempts remain.
     pub dead_reason: Option<&'a str>,
+    /// The attempt does not count: back after the backoff whatever attempts remain.
+    pub later: bool,
+    /// The topic's dead-letter bounds.
+    pub flow: &'a Flow,
 }
 
 pub(crate) fn nack(
@@ -178,7 +188,7 @@ pub(crate) fn nack(
     far: &Buckets,
     id: &MessageId,
     token: u64,
-    failure: Failure<'_>,
+    failure: &Failure<'_>,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.nack, k, far);
     inv.arg(id.as_str())
@@ -186,7 +196,10 @@ pub(crate) fn nack(
         .arg(failure.backoff_ms)
         .arg(failure.error)
         .arg(failure.default_max_attempts)
-        .arg(failure.dead_reason.unwrap_or(""));
+        .arg(failure.dead_reason.unwrap_or(""))
+        .arg(if failure.later { "1" } else { "0" })
+        .arg(failure.flow.dead_max)
+        .arg(failure.flow.dead_ttl_ms);
     inv
 }
 
@@ -198,9 +211,13 @@ pub(crate) fn requeue_expired(
     k: &TopicKeys,
     max: usize,
     default_max_attempts: u32,
+    flow: &Flow,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.requeue_expired, k, &NONE);
-    inv.arg(max).arg(default_max_attempts);
+    inv.arg(max)
+        .arg(default_max_attempts)
+        .arg(flow.dead_max)
+        .arg(flow.dead_ttl_ms);
     inv
 }
 
@@ -226,94 +243,6 @@ pub(crate) fn reschedule(
     let (kind, when) = due.kind_and_ms();
     let mut inv = topic_script(&SCRIPTS.reschedule, k, far);
     inv.arg(id.as_str()).arg(kind).arg(when);
-    inv
-}
-
-/// A state of a message, as `list.lua` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
-    Delayed,
-    Dead,
-}
-
-impl State {
-    fn name(self) -> &'static str {
-        match self {
-            State::Delayed => "delayed",
-            State::Dead => "dead",
-        }
-    }
-}
-
-pub(crate) fn list(
-    k: &TopicKeys,
-    state: State,
-    start: usize,
-    stop: usize,
-) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.list, k, &NONE);
-    inv.arg(state.name()).arg("range").arg(start).arg(stop);
-    inv
-}
-
-/// One bounded HSCAN step through far bucket `bucket` (see `list.lua`, mode 'far').
-pub(crate) fn list_far(
-    k: &TopicKeys,
-    bucket: &str,
-    cursor: &str,
-    count: usize,
-) -> ScriptInvocation<'static> {
-    let far = Buckets::default().bucket(bucket.parse().ok());
-    let mut inv = topic_script(&SCRIPTS.list, k, &far);
-    inv.arg(State::Delayed.name())
-        .arg("far")
-        .arg(bucket)
-        .arg(cursor)
-        .arg(count);
-    inv
-}
-
-pub(crate) fn list_one(
-    k: &TopicKeys,
-    far: &Buckets,
-    state: State,
-    id: &MessageId,
-) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.list, k, far);
-    inv.arg(state.name()).arg("id").arg(id.as_str());
-    inv
-}
-
-pub(crate) fn replay_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.replay_dead, k, &NONE);
-    inv.arg("one").arg(id.as_str());
-    inv
-}
-
-/// `cutoff_ms`: `None` on the first call of a replay (the script takes its now).
-pub(crate) fn replay_oldest(
-    k: &TopicKeys,
-    count: usize,
-    skip: usize,
-    cutoff_ms: Option<u64>,
-) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.replay_dead, k, &NONE);
-    inv.arg("oldest")
-        .arg(count)
-        .arg(skip)
-        .arg(cutoff_ms.map(|c| c.to_string()).unwrap_or_default());
-    inv
-}
-
-pub(crate) fn purge_dead(k: &TopicKeys, count: usize) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.purge_dead, k, &NONE);
-    inv.arg("oldest").arg(count);
-    inv
-}
-
-pub(crate) fn purge_dead_one(k: &TopicKeys, id: &MessageId) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.purge_dead, k, &NONE);
-    inv.arg("id").arg(id.as_str());
     inv
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Each handled message appends the line `<payload> <attempt> <pid>` to the file named by
 //! `DELAYQ_TEST_LEDGER`, after sleeping `DELAYQ_TEST_HANDLER_MS` (default 0) milliseconds.
-//! Listeners: `proc.work` (ack_timeout 5 s) and `proc.slow` (ack_timeout 1 s).
+//! Listeners: `proc.work` (ack_timeout 5 s), `proc.slow` (ack_timeout 1 s) and `proc.rated`
+//! (`rate = "1000/s"`, which tests lower with `DELAYQ_LISTENER_PROC_RATED_RATE`).
 
 use delayq_runtime::{delay_listener, Message};
 
@@ -14,6 +15,7 @@ async fn handle(msg: Message<u64>) -> Result<(), String> {
             payload: *msg.payload(),
             attempt: msg.attempt(),
             pid: std::process::id(),
+            at_us: delayq_dev::epoch_us(),
         }
         .format(),
     )
@@ -26,6 +28,11 @@ async fn work(msg: Message<u64>) -> Result<(), String> {
 
 #[delay_listener(topic = "proc.slow", concurrency = 4, ack_timeout = "1s")]
 async fn slow(msg: Message<u64>) -> Result<(), String> {
+    handle(msg).await
+}
+
+#[delay_listener(topic = "proc.rated", concurrency = 32, rate = "1000/s")]
+async fn rated(msg: Message<u64>) -> Result<(), String> {
     handle(msg).await
 }
 

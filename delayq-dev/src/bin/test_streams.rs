@@ -32,6 +32,7 @@ async fn stream_work(msg: StreamMessage<u64>) -> Result<(), String> {
             payload: *msg.payload(),
             attempt: msg.deliveries(),
             pid: std::process::id(),
+            at_us: delayq_dev::epoch_us(),
         }
         .format(),
     )

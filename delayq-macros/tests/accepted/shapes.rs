@@ -33,7 +33,14 @@ async fn payload_result(_order: Order) -> Result<(), MyError> {
     Ok(())
 }
 
-#[delay_listener(topic = "c", backoff = "fixed(5s)")]
+#[delay_listener(
+    topic = "c",
+    backoff = "fixed(5s)",
+    rate = "100/m",
+    burst = 7,
+    dead_max = 50,
+    dead_ttl = "2h"
+)]
 async fn message_unit(msg: Message<Order>) {
     let _ = (msg.id(), msg.attempt(), msg.payload().id);
 }

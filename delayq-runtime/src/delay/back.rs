@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use delayq_core::protocol::DEAD_DROP_PER_CALL;
 use tokio::time::Instant;
 
 use super::topic::TopicRuntime;
@@ -31,6 +32,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 topic.health.ok();
                 topic.meter.handled(Outcome::Retry, report.requeued as u64);
                 topic.meter.handled(Outcome::Dead, report.dead as u64);
+                topic.meter.dead_dropped(topic.queue.take_dead_dropped());
                 retry.reset();
                 if report.requeued + report.dead > 0 {
                     tracing::info!(
@@ -43,7 +45,9 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 if report.requeued > 0 {
                     topic.wake_boss.notify_one();
                 }
-                if report.requeued + report.dead == REQUEUE_BATCH {
+                if report.requeued + report.dead == REQUEUE_BATCH
+                    || report.dead_dropped >= DEAD_DROP_PER_CALL
+                {
                     continue;
                 }
                 let wait = match report.next_deadline_ms {

@@ -120,6 +120,27 @@ impl Settle for Claim {
                     "moved to the dead letters"
                 );
                 self.meter.handled(Outcome::Dead, 1);
+                self.meter.dead_dropped(self.queue.take_dead_dropped());
+                self.entry.settle();
+                Ok(())
+            }
+        }
+    }
+
+    /// Back after `after`, the attempt handed back.
+    async fn retry_after(&self, after: Duration, note: &str) -> Result<(), AckError> {
+        match self
+            .queue
+            .retry_after(&self.id, self.token, after, note)
+            .await?
+        {
+            NackOutcome::Stale => self.entry.stale(),
+            _ => {
+                tracing::debug!(
+                    retry_in = %delayq_core::config::format_duration(after),
+                    "will be delivered again (retry_after; the attempt does not count)"
+                );
+                self.meter.handled(Outcome::Retry, 1);
                 self.entry.settle();
                 Ok(())
             }

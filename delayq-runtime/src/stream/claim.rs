@@ -143,6 +143,17 @@ impl Settle for StreamClaim {
         Ok(())
     }
 
+    async fn retry_after(&self, after: Duration, note: &str) -> Result<(), AckError> {
+        let min_idle = self.options.ack_timeout();
+        if !self.group.retry_after(&self.id, after, min_idle).await? {
+            return self.entry.stale();
+        }
+        tracing::debug!(note, retry_in = ?after.min(min_idle), "will be delivered again (retry_after)");
+        self.meter.handled(Outcome::Retry, 1);
+        self.entry.settle();
+        Ok(())
+    }
+
     async fn extend(&self, by: Duration) -> Result<(), AckError> {
         self.renew().await?;
         let min_idle = self.options.ack_timeout();

@@ -2,6 +2,11 @@
 -- when large), then due messages move from `delayed` to `inflight` with an ack deadline.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
+-- ARGV[5] the topic's rate limit, `<interval µs> <burst>`, or '' for none: claims keep to it
+--   across every process (a generic cell rate algorithm: `rate_tat` in KEYS[6] is the time,
+--   µs, by which every claim so far would have been spaced out at the full rate; a claim may
+--   take as many as fit `burst` intervals ahead of now). A message held back stays due and
+--   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
 -- KEYS[11], when given: the far bucket the boss expects to promote next (see far.lua)
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, id1, envelope1,
@@ -16,7 +21,22 @@ local now_micros = now_us()
 if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1 } end
 local now = math.floor(now_micros / 1000)
 promote(now)
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local limit = tonumber(ARGV[3])
+local interval, burst = string.match(ARGV[5] or '', '^(%S+) (%d+)$')
+local tat
+if interval then
+  interval, burst = tonumber(interval), tonumber(burst)
+  tat = math.max(tonumber(redis.call('HGET', KEYS[6], 'rate_tat')) or 0, now_micros)
+  limit = math.min(limit, math.floor((now_micros - tat) / interval + burst))
+end
+local ids = {}
+if limit > 0 then
+  ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+end
+if interval and #ids > 0 then
+  tat = tat + #ids * interval
+  redis.call('HSET', KEYS[6], 'rate_tat', string.format('%d', math.ceil(tat)))
+end
 local out = { now_micros, -1, -1 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
@@ -60,6 +80,10 @@ if #ids > 0 then
 end
 far_flush()
 local next, head = next_due()
+-- Held back by the rate limit: look again when it lets the next one go.
+if interval and next ~= -1 and next <= now then
+  next = math.max(next, math.ceil((tat - burst * interval + interval) / 1000))
+end
 out[2] = next
 out[3] = head or -1
 -- Took messages and nothing more is due: the other processes' bosses, asleep to the same due

@@ -4,27 +4,31 @@
 -- ARGV[3] id   ARGV[4] delivery token   ARGV[5] backoff ms
 -- ARGV[6] error text (kept as last_error)   ARGV[7] default max_attempts
 -- ARGV[8] dead reason: '' to retry while attempts remain, else dead-letter now with it
--- Returns 'retry', 'dead' or 'stale'.
+-- ARGV[9] '1' when the attempt does not count (retry_after: back after the backoff whatever
+-- attempts remain, its attempt handed back)
+-- ARGV[10] dead_max   ARGV[11] dead_ttl ms (see trim_dead)
+-- Returns 'retry', 'dead <dead letters dropped>' or 'stale'.
 local id = ARGV[3]
 local m = owned(id, ARGV[4])
 if not m then return 'stale' end
 local now = now_ms()
 local due = now + tonumber(ARGV[5])
 local max = attempts_allowed(m, ARGV[7])
-if ARGV[8] == '' and m.attempt < max and goes_far(due, now) then need(bucket_of(due)) end
+local later = ARGV[9] == '1' and ARGV[8] == ''
+if later and m.attempt > 0 then m.attempt = m.attempt - 1 end
+if ARGV[8] == '' and (later or m.attempt < max) and goes_far(due, now) then
+  need(bucket_of(due))
+end
 local missing = missing_buckets()
 if missing then return missing end
 redis.call('ZREM', KEYS[2], id)
 m.last_error = ARGV[6]
-if ARGV[8] ~= '' then
-  bury(id, m, ARGV[8], now)
+if ARGV[8] ~= '' or (not later and m.attempt >= max) then
+  local reason = ARGV[8]
+  if reason == '' then reason = string.format('failed %d of max_attempts %d', m.attempt, max) end
+  bury(id, m, reason, now)
   count('dead', 1, now)
-  return 'dead'
-end
-if m.attempt >= max then
-  bury(id, m, string.format('failed %d of max_attempts %d', m.attempt, max), now)
-  count('dead', 1, now)
-  return 'dead'
+  return 'dead ' .. trim_dead(now, ARGV[10], ARGV[11])
 end
 local old_next = next_due()
 m.due_ms = due

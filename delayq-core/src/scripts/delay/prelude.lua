@@ -124,7 +124,9 @@ end
 
 -- Outcome counters for `delayq stats`: KEYS[6] maps `<outcome>:<10 s bucket>` to a count
 -- (outcome: ok, retry, dead). When a bucket starts, buckets older than two minutes go, so the
--- hash stays at a few dozen fields whatever the traffic.
+-- hash stays at a few dozen fields whatever the traffic. The hash also holds two named
+-- fields, which stay: `dead_dropped` (dead letters dropped past the topic's bounds, in all)
+-- and `rate_tat` (the rate limit's state, see claim_due.lua).
 local STATS_BUCKET_MS = 10000
 local STATS_KEEP_BUCKETS = 12
 local function count(outcome, n, now)
@@ -132,8 +134,8 @@ local function count(outcome, n, now)
   local bucket = math.floor(now / STATS_BUCKET_MS)
   if redis.call('HINCRBY', KEYS[6], outcome .. ':' .. bucket, n) == n then
     for _, field in ipairs(redis.call('HKEYS', KEYS[6])) do
-      local b = tonumber(string.match(field, ':(%d+)$'))
-      if not b or b < bucket - STATS_KEEP_BUCKETS then redis.call('HDEL', KEYS[6], field) end
+      local b = tonumber(string.match(field, '^%a+:(%d+)$'))
+      if b and b < bucket - STATS_KEEP_BUCKETS then redis.call('HDEL', KEYS[6], field) end
     end
   end
 end
@@ -143,4 +145,24 @@ local function bury(id, m, reason, now)
   m.dead_reason = reason
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
+end
+
+-- Dead letters past the topic's bounds (`dead_max` kept at most, each for `dead_ttl_ms`) are
+-- dropped, oldest first, envelopes and all, and counted in `dead_drop`. One call drops at most
+-- DEAD_DROP_PER_CALL (a lowered bound is reached over a few calls); the back pool's sweep
+-- calls it at least every two minutes, so expired letters go without new deaths. Returns how
+-- many it dropped. `max` is nil for a caller that passes no bounds (then nothing is dropped).
+local DEAD_DROP_PER_CALL = 1000 -- queue.rs' DEAD_DROP_PER_CALL
+local function trim_dead(now, max, ttl_ms)
+  max, ttl_ms = tonumber(max), tonumber(ttl_ms)
+  if not max or not ttl_ms then return 0 end
+  local over = redis.call('ZCARD', KEYS[4]) - max
+  local expired = redis.call('ZCOUNT', KEYS[4], '-inf', '(' .. string.format('%d', now - ttl_ms))
+  local n = math.min(math.max(over, expired), DEAD_DROP_PER_CALL)
+  if n <= 0 then return 0 end
+  local ids = redis.call('ZRANGE', KEYS[4], 0, n - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, n - 1)
+  redis.call('HDEL', KEYS[3], unpack(ids))
+  redis.call('HINCRBY', KEYS[6], 'dead_dropped', n)
+  return n
 end

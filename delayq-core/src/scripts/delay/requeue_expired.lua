@@ -1,8 +1,9 @@
 -- requeue_expired.lua: deliveries whose ack deadline passed go back to `delayed`, due now, or
 -- to `dead` when they have used max_attempts.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
--- ARGV[3] max count   ARGV[4] default max_attempts
--- Returns { requeued, dead, next deadline ms or -1, now ms }.
+-- ARGV[3] max count   ARGV[4] default max_attempts   ARGV[5] dead_max   ARGV[6] dead_ttl ms
+-- (dead letters past these bounds are dropped, see trim_dead)
+-- Returns { requeued, dead, next deadline ms or -1, now ms, dead letters dropped }.
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local requeued, dead = 0, 0
@@ -30,4 +31,4 @@ end
 if requeued > 0 then wake(WAKE_BOSS) end
 count('retry', requeued, now)
 count('dead', dead, now)
-return { requeued, dead, head_score(KEYS[2]), now }
+return { requeued, dead, head_score(KEYS[2]), now, trim_dead(now, ARGV[5], ARGV[6]) }

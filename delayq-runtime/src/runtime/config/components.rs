@@ -37,7 +37,7 @@ impl Sources {
         for r in &selection.topics {
             let c = self.listener(r);
             if c.enabled {
-                chosen.topics.push((*r, c.listener_options()));
+                chosen.topics.push((*r, c.listener_options()?));
             }
             chosen.components.push(c);
         }
@@ -46,7 +46,7 @@ impl Sources {
             if c.enabled {
                 chosen
                     .schedules
-                    .push((*r, c.schedule()?, c.listener_options()));
+                    .push((*r, c.schedule()?, c.listener_options()?));
             }
             chosen.components.push(c);
         }
@@ -54,7 +54,7 @@ impl Sources {
             let c = self.stream(r);
             if c.enabled {
                 let settings = StreamSettings {
-                    options: c.listener_options(),
+                    options: c.listener_options()?,
                     batch: c.batch(),
                     from_start: c.reads_from_start(),
                 };
@@ -207,6 +207,18 @@ fn listener_value(o: &ListenerOptions, option: &str) -> Option<Parsed> {
         "ack_timeout" => Parsed::Ms(o.ack_timeout_ms),
         "backoff" => Parsed::Backoff(o.backoff),
         "timeout" => return o.timeout_ms.map(Parsed::Ms),
+        "rate" => return o.flow.rate.map(Parsed::Rate),
+        // The code's burst only when it is not the rate's default, so that a rate set in
+        // delayq.toml or the environment brings its own default burst.
+        "burst" => {
+            return o
+                .flow
+                .rate
+                .filter(|r| r.burst != r.default_burst())
+                .map(|r| Parsed::Count(r.burst as u32))
+        }
+        "dead_max" => Parsed::Count(o.flow.dead_max),
+        "dead_ttl" => Parsed::Ms(o.flow.dead_ttl_ms),
         _ => return None,
     })
 }

@@ -12,12 +12,12 @@ pub(super) use components::Chosen;
 pub(super) use sources::Sources;
 
 use delayq_core::config::{ConfigSource, Kind, Parsed, Scope};
-use delayq_core::Result;
+use delayq_core::{Error, Result};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::options::ListenerOptions;
+use crate::options::{Flow, ListenerOptions};
 /// One option's effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Setting {
@@ -135,8 +135,46 @@ impl ComponentConfig {
         }
     }
 
+    /// A delay listener's rate limit and dead-letter bounds (the defaults for other kinds).
+    fn flow(&self) -> Result<Flow> {
+        let mut flow = Flow::default();
+        if let Some(Parsed::Count(n)) = self.get("dead_max").map(|s| &s.parsed) {
+            flow.dead_max = *n;
+        }
+        if let Some(Parsed::Ms(ms)) = self.get("dead_ttl").map(|s| &s.parsed) {
+            flow.dead_ttl_ms = *ms;
+        }
+        flow.rate = match self.get("rate").map(|s| &s.parsed) {
+            Some(Parsed::Rate(r)) => Some(*r),
+            _ => None,
+        };
+        if let Some(burst) = self.get("burst") {
+            let refuse = |reason: String| {
+                Error::Config(format!(
+                    "{} {}: burst ({}): {reason}",
+                    self.kind.noun(),
+                    self.name,
+                    burst.source
+                ))
+            };
+            let Parsed::Count(n) = burst.parsed else {
+                unreachable!("burst is a count: {:?}", burst.parsed)
+            };
+            let Some(rate) = flow.rate else {
+                return Err(refuse(
+                    "a burst needs a rate (rate = \"100/s\"); this listener has none".into(),
+                ));
+            };
+            flow.rate = Some(
+                rate.with_burst(u64::from(n))
+                    .map_err(|e| refuse(e.reason))?,
+            );
+        }
+        Ok(flow)
+    }
+
     /// The listener options (for a stream: `max_deliveries` and `min_idle`).
-    pub(crate) fn listener_options(&self) -> ListenerOptions {
+    pub(crate) fn listener_options(&self) -> Result<ListenerOptions> {
         let (attempts, lease) = match self.kind {
             Kind::Stream => ("max_deliveries", "min_idle"),
             _ => ("max_attempts", "ack_timeout"),
@@ -145,7 +183,7 @@ impl ComponentConfig {
             Some(Parsed::Backoff(b)) => *b,
             other => unreachable!("backoff: {other:?}"),
         };
-        ListenerOptions {
+        Ok(ListenerOptions {
             concurrency: self.count("concurrency"),
             max_attempts: self.count(attempts),
             ack_timeout_ms: self.ms(lease),
@@ -154,7 +192,8 @@ impl ComponentConfig {
                 Parsed::Ms(ms) => *ms,
                 other => unreachable!("timeout is a duration: {other:?}"),
             }),
-        }
+            flow: self.flow()?,
+        })
     }
 
     /// A stream listener's `batch`.

@@ -46,8 +46,14 @@ pub(super) async fn register(
     s: &Spawning,
     listeners: &[(&'static ListenerRegistration, ListenerOptions)],
 ) -> Result<()> {
-    for (r, _) in listeners {
+    for (r, options) in listeners {
         s.producer.register_topic(r.topic).await?;
+        // What `delayq stats` shows as the topic's rate limit.
+        let keys = TopicKeys::on(&s.conn, &s.namespace, r.topic)?;
+        TopicQueue::new(s.conn.clone(), keys)
+            .with_flow(options.flow)
+            .announce_flow()
+            .await?;
     }
     Ok(())
 }
@@ -60,7 +66,7 @@ pub(super) fn topics(
     let mut topics = Vec::new();
     for (registration, options) in listeners {
         let keys = TopicKeys::on(&s.conn, &s.namespace, registration.topic)?;
-        let queue = TopicQueue::new(s.conn.clone(), keys);
+        let queue = TopicQueue::new(s.conn.clone(), keys).with_flow(options.flow);
         topics.push(TopicRuntime::new(
             registration,
             *options,

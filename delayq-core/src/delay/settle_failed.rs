@@ -1,0 +1,101 @@
+//! A failed delivery settled: retried after a backoff or dead-lettered (`nack`), or handed
+//! back for later without using an attempt (`retry_after`); one script, `nack.lua`.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::buckets::{declaring, Buckets};
+use super::queue::TopicQueue;
+use super::scripts::{self, Failure};
+use crate::error::{Error, Result};
+use crate::id::MessageId;
+use crate::time::millis;
+
+/// What `nack` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NackOutcome {
+    /// Back in `delayed`, due after the backoff.
+    Retry,
+    /// Moved to the dead letters.
+    Dead,
+    /// This delivery no longer owns the message; nothing changed.
+    Stale,
+}
+
+impl TopicQueue {
+    /// Settles a failed delivery: back to `delayed` after `backoff`, or dead once it used
+    /// max_attempts (`default_max_attempts` unless the message set its own), or dead at once
+    /// when `dead_reason` is given. `error` is kept as the message's last error.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn nack(
+        &self,
+        id: &MessageId,
+        token: u64,
+        backoff: Duration,
+        error: &str,
+        default_max_attempts: u32,
+        dead_reason: Option<&str>,
+    ) -> Result<NackOutcome> {
+        let failure = Failure {
+            backoff_ms: millis(backoff),
+            error,
+            default_max_attempts,
+            dead_reason,
+            later: false,
+            flow: &self.flow,
+        };
+        self.settle_failed(id, token, failure).await
+    }
+
+    /// Hands a delivery back to be claimed again after `after`, its attempt not counted
+    /// (`Ack::retry_after`: the handler was told to come back later, an HTTP 429). `note` is
+    /// kept as the message's last error. `Stale` when this delivery no longer owns it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn retry_after(
+        &self,
+        id: &MessageId,
+        token: u64,
+        after: Duration,
+        note: &str,
+    ) -> Result<NackOutcome> {
+        let failure = Failure {
+            backoff_ms: millis(after),
+            error: note,
+            default_max_attempts: 1,
+            dead_reason: None,
+            later: true,
+            flow: &self.flow,
+        };
+        self.settle_failed(id, token, failure).await
+    }
+
+    async fn settle_failed(
+        &self,
+        id: &MessageId,
+        token: u64,
+        failure: Failure<'_>,
+    ) -> Result<NackOutcome> {
+        let k = &self.keys;
+        let due = crate::time::time_to_ms(std::time::SystemTime::now()) + failure.backoff_ms;
+        let far = Buckets::default().due(k, due);
+        let failure = &failure;
+        let reply: String = declaring(&self.conn, k, far, |far| {
+            scripts::nack(k, far, id, token, failure)
+        })
+        .await?;
+        match reply.split_once(' ').unwrap_or((&reply, "")) {
+            ("retry", _) => Ok(NackOutcome::Retry),
+            ("dead", dropped) => {
+                let dropped: u64 = dropped.parse().unwrap_or(0);
+                self.dead_dropped.fetch_add(dropped, Ordering::Relaxed);
+                Ok(NackOutcome::Dead)
+            }
+            ("stale", _) => Ok(NackOutcome::Stale),
+            _ => Err(Error::unexpected("nack", &reply)),
+        }
+    }
+}

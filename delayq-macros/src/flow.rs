@@ -1,0 +1,66 @@
+//! A `#[delay_listener]`'s flow control: `rate` (with `burst`), `dead_max` and `dead_ttl`,
+//! checked with `delayq-spec`'s rules on their spans.
+
+use crate::attr::Args;
+use crate::values::{bounded, duration, refused};
+
+/// A delay topic's flow control: its rate limit and how many dead letters it keeps, for how
+/// long.
+pub(crate) struct Flow {
+    pub rate: Option<delayq_spec::Rate>,
+    pub dead_max: u32,
+    pub dead_ttl_ms: u64,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Flow {
+            rate: None,
+            dead_max: delayq_spec::defaults::DEAD_MAX,
+            dead_ttl_ms: delayq_spec::defaults::DEAD_TTL_MS,
+        }
+    }
+}
+
+/// `rate`, `burst`, `dead_max` and `dead_ttl` of a `#[delay_listener]`.
+pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
+    use delayq_spec::defaults::{MAX_DEAD_MAX, MIN_DEAD_TTL_MS};
+    let mut rate = match args.str("rate") {
+        Some(lit) => {
+            Some(delayq_spec::Rate::parse(&lit.value()).map_err(|e| refused(lit.span(), &e))?)
+        }
+        None => None,
+    };
+    if let Some(lit) = args.int("burst") {
+        let Some(r) = rate else {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`burst` needs a `rate`: write rate = \"100/s\", burst = 20",
+            ));
+        };
+        let burst = lit
+            .base10_parse::<u64>()
+            .map_err(|_| syn::Error::new(lit.span(), "`burst` must be a whole number"))?;
+        rate = Some(r.with_burst(burst).map_err(|e| refused(lit.span(), &e))?);
+    }
+    let mut flow = Flow {
+        rate,
+        ..Flow::default()
+    };
+    if let Some(lit) = args.int("dead_max") {
+        flow.dead_max = bounded(lit, "dead_max", MAX_DEAD_MAX)?;
+    }
+    if let Some(lit) = args.str("dead_ttl") {
+        flow.dead_ttl_ms = duration(lit, "dead_ttl")?;
+        if flow.dead_ttl_ms < MIN_DEAD_TTL_MS {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "dead_ttl must be at least {}",
+                    delayq_spec::duration::format_ms(MIN_DEAD_TTL_MS)
+                ),
+            ));
+        }
+    }
+    Ok(flow)
+}
