@@ -305,3 +305,54 @@ async fn a_burst_without_a_rate_or_above_it_is_refused_and_a_configured_rate_is_
     );
     rt.shutdown().await.unwrap();
 }
+
+// --- debounce: the last of a burst of sends wins ----------------------------------------------
+
+static DEBOUNCED: Mutex<Vec<(u32, Instant)>> = Mutex::new(Vec::new());
+
+#[delay_listener(topic = "flow.debounce")]
+async fn debounced(n: u32) {
+    DEBOUNCED.lock().unwrap().push((n, Instant::now()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debounced_burst_runs_once_with_the_last_payload_a_window_after_the_last_send() {
+    use delayq_core::{SendOptions, SendOutcome};
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = runtime(&server, "flow.debounce").await;
+    let window = Duration::from_millis(300);
+    let mut outcomes = Vec::new();
+    let mut last_send = Instant::now();
+    for n in 0..5u32 {
+        let opts = SendOptions::new().id("doc-7").debounce(window);
+        outcomes.push(p.send_with("flow.debounce", &n, opts).await.unwrap());
+        last_send = Instant::now();
+        sleep_ms(100).await;
+    }
+    assert!(
+        matches!(outcomes[0], SendOutcome::Created(_)),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes[1..]
+            .iter()
+            .all(|o| matches!(o, SendOutcome::Replaced(_))),
+        "{outcomes:?}"
+    );
+    sleep_ms(700).await;
+    let runs = DEBOUNCED.lock().unwrap().clone();
+    assert_eq!(runs.len(), 1, "one run for the burst: {runs:?}");
+    assert_eq!(runs[0].0, 4, "the last payload wins");
+    let after = runs[0].1 - last_send;
+    assert!(
+        after >= Duration::from_millis(290),
+        "ran {after:?} after the last send, before the window"
+    );
+    let err = p
+        .send_with("flow.debounce", &9u32, SendOptions::new().debounce(window))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("needs an id"), "{err}");
+    rt.shutdown().await.unwrap();
+}

@@ -54,6 +54,8 @@ pub struct SendOptions {
     pub(crate) when: When,
     pub(crate) id: Option<String>,
     pub(crate) replace: bool,
+    /// Set by `debounce`, which needs a user id.
+    pub(crate) debounce: bool,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) replicas: u32,
     pub(crate) replica_timeout: Duration,
@@ -75,6 +77,7 @@ impl SendOptions {
             when: When::Delay(Duration::ZERO),
             id: None,
             replace: false,
+            debounce: false,
             max_attempts: None,
             replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
@@ -104,6 +107,18 @@ impl SendOptions {
     /// time, fresh attempt count. A message in flight is never replaced (`Duplicate`).
     pub fn replace(mut self, replace: bool) -> Self {
         self.replace = replace;
+        self
+    }
+
+    /// With a user id: the last of a burst of sends wins. A pending (delayed) message with
+    /// this id takes the new payload and is due `window` from now, so it runs once, `window`
+    /// after the burst's last send ([`SendOutcome::Replaced`]); with none pending, one is
+    /// created due then. A message with the id in flight is not touched (`Duplicate`): its
+    /// handler already has a payload. The same as `.replace(true).delay(window)`.
+    pub fn debounce(mut self, window: Duration) -> Self {
+        self.replace = true;
+        self.debounce = true;
+        self.when = When::Delay(window);
         self
     }
 
