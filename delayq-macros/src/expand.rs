@@ -148,7 +148,7 @@ pub(crate) fn stream_registration(
         h,
         listener.max_deliveries,
         listener.min_idle_ms,
-        &Flow::default(),
+        &listener.flow,
     );
     quote! {
         #function

@@ -185,6 +185,8 @@ pub(crate) const STREAM_OPTIONS: &[Spec] = &[
     int("batch"),
     string("backoff"),
     string("timeout"),
+    int("dead_max"),
+    string("dead_ttl"),
 ];
 
 use delayq_spec::defaults::{
@@ -203,6 +205,8 @@ pub(crate) struct StreamListener {
     pub min_idle_ms: u64,
     pub batch: u32,
     pub handling: Handling,
+    /// Its dead-letter bounds (`rate` is not a stream listener's option).
+    pub flow: Flow,
 }
 
 pub(crate) fn stream_listener(args: Args, function: &ItemFn) -> syn::Result<StreamListener> {
@@ -229,7 +233,9 @@ pub(crate) fn stream_listener(args: Args, function: &ItemFn) -> syn::Result<Stre
         &payload_then_ack("StreamMessage"),
         DEFAULT_CONCURRENCY,
     )?;
+    let flow = flow(&args)?;
     Ok(StreamListener {
+        flow,
         stream,
         group,
         from_start,

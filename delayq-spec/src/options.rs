@@ -146,6 +146,8 @@ const STREAM: &[(&str, ValueKind)] = &[
     ("backoff", ValueKind::Backoff),
     ("start", ValueKind::StreamStart),
     ("timeout", TIMEOUT),
+    ("dead_max", DEAD_MAX),
+    ("dead_ttl", DEAD_TTL),
 ];
 const LEADER_TASK: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),

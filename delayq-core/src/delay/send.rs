@@ -90,14 +90,7 @@ impl Producer {
     ) -> Result<SendOutcome> {
         let keys = self.keys(topic)?;
         let due = options.when.due()?;
-        if options.debounce && options.id.is_none() {
-            return Err(Error::InvalidOption {
-                option: "debounce",
-                reason: "needs an id: the sends it merges are the ones with the same id \
-                         (SendOptions::new().id(\"doc-7\").debounce(window))"
-                    .into(),
-            });
-        }
+        options.check_debounce()?;
         let id = match &options.id {
             Some(id) => MessageId::new(id.clone())?,
             None => MessageId::for_due(due.expected_unix_ms()),

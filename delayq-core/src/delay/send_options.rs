@@ -122,6 +122,19 @@ impl SendOptions {
         self
     }
 
+    /// A debounce needs an id.
+    pub(crate) fn check_debounce(&self) -> crate::Result<()> {
+        if self.debounce && self.id.is_none() {
+            return Err(crate::Error::InvalidOption {
+                option: "debounce",
+                reason: "needs an id: the sends it merges are the ones with the same id \
+                         (SendOptions::new().id(\"doc-7\").debounce(window))"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Returns only once `n` replicas hold the write (Redis `WAIT`, on the connection to the
     /// primary that took it), within [`replica_timeout`](Self::replica_timeout); otherwise
     /// [`Error::NotReplicated`](crate::Error::NotReplicated). Without it, a failover can

@@ -1,18 +1,20 @@
 //! Redis Streams consumer groups: a stream's keys, and the calls one consumer of a group
 //! makes. Every state change beyond a plain read is one script (`scripts/stream/*.lua`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{ScriptInvocation, Value};
 
 use super::keys::StreamKeys;
-use super::reply::{array, read_entries, text, StreamEntry};
+use super::reply::{read_entries, StreamEntry};
 use crate::connection::RedisConn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::names::validate_name;
 use crate::script::scripts;
 use crate::time::millis;
+use delayq_spec::defaults::{DEAD_MAX, DEAD_TTL_MS};
 
 scripts!(
     StreamScripts,
@@ -22,46 +24,16 @@ scripts!(
     [hold, dead, take_over, leave, replay_dead]
 );
 
-/// What one take-over step did.
-#[derive(Debug, Default)]
-pub struct TakeOverReport {
-    /// Where the next step continues the scan; `None` once it reached the end.
-    pub cursor: Option<String>,
-    /// Entries this consumer took over (their delivery counts include this one).
-    pub claimed: Vec<StreamEntry>,
-    /// Entries it moved to the dead-letter stream (delivered `max_deliveries` times).
-    pub buried: Vec<String>,
-    /// Entries no longer in the stream (trimmed or deleted while pending), moved to the
-    /// dead-letter stream with the reason `trimmed`.
-    pub trimmed: Vec<String>,
-    /// With `count` 0: how many idle entries this consumer would take over with a free slot.
-    pub wanted: usize,
-}
-
-/// The settings of a take-over step.
-#[derive(Debug, Clone, Copy)]
-pub struct TakeOver<'a> {
-    /// How long this consumer counts as alive after the step.
-    pub alive_ttl: Duration,
-    /// Entries idle this long may be taken over.
-    pub min_idle: Duration,
-    /// The most entries the step looks at and claims; 0: heartbeat only, reporting how many
-    /// idle entries wait for this consumer (`TakeOverReport::wanted`).
-    pub count: usize,
-    /// Deliveries after which an entry is dead-lettered instead.
-    pub max_deliveries: u32,
-    /// Where the scan continues (`None`: from the start).
-    pub cursor: Option<&'a str>,
-    /// Also remove expired heartbeats and consumers gone with nothing pending.
-    pub cleanup: bool,
-}
-
 /// One consumer of a group on a stream.
 #[derive(Clone)]
 pub struct StreamGroup {
-    conn: RedisConn,
-    keys: Arc<StreamKeys>,
-    consumer: Arc<str>,
+    pub(super) conn: RedisConn,
+    pub(super) keys: Arc<StreamKeys>,
+    pub(super) consumer: Arc<str>,
+    /// Dead letters kept at most, and for how long (ms), in the stream's dead-letter stream.
+    pub(super) dead_bounds: (u32, u64),
+    /// Dead letters the calls dropped past the bounds, not yet taken; shared by the clones.
+    pub(super) dead_dropped: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for StreamGroup {
@@ -84,7 +56,23 @@ impl StreamGroup {
             conn,
             keys: Arc::new(StreamKeys::new(stream, group)?),
             consumer: consumer.into(),
+            dead_bounds: (DEAD_MAX, DEAD_TTL_MS),
+            dead_dropped: Arc::default(),
         })
+    }
+
+    /// The same consumer, keeping the stream's dead letters to `max` entries, each for
+    /// `ttl_ms` (the default: 10,000 for 30 days); the oldest go first. The dead-letter
+    /// stream is the stream's, so each group's calls trim it to that group's bounds.
+    pub fn with_dead_bounds(mut self, max: u32, ttl_ms: u64) -> Self {
+        self.dead_bounds = (max, ttl_ms);
+        self
+    }
+
+    /// Dead letters dropped past the bounds by this consumer's calls (any clone) since the
+    /// last call of this.
+    pub fn take_dead_dropped(&self) -> u64 {
+        self.dead_dropped.swap(0, Ordering::Relaxed)
     }
 
     /// The keys.
@@ -97,7 +85,7 @@ impl StreamGroup {
         &self.consumer
     }
 
-    fn script(&self, script: &'static redis::Script) -> ScriptInvocation<'static> {
+    pub(super) fn script(&self, script: &'static redis::Script) -> ScriptInvocation<'static> {
         let mut inv = script.key(&self.keys.stream);
         inv.key(&self.keys.dead)
             .key(&self.keys.alive)
@@ -106,7 +94,10 @@ impl StreamGroup {
         inv
     }
 
-    async fn invoke<T: redis::FromRedisValue>(&self, inv: ScriptInvocation<'static>) -> Result<T> {
+    pub(super) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        inv: ScriptInvocation<'static>,
+    ) -> Result<T> {
         self.conn.run_script(inv).await
     }
 
@@ -244,54 +235,13 @@ impl StreamGroup {
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn dead_letter(&self, id: &str, reason: &str) -> Result<bool> {
         let mut inv = self.script(&STREAM_SCRIPTS.dead);
-        inv.arg(id).arg(reason);
-        Ok(self.invoke::<u8>(inv).await? == 1)
-    }
-
-    /// Heartbeat and this consumer's share of the take-over (see `take_over.lua`).
-    ///
-    /// # Errors
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn take_over(&self, step: TakeOver<'_>) -> Result<TakeOverReport> {
-        let mut inv = self.script(&STREAM_SCRIPTS.take_over);
-        inv.arg(millis(step.alive_ttl))
-            .arg(millis(step.min_idle))
-            .arg(step.count)
-            .arg(step.max_deliveries)
-            .arg(step.cursor.unwrap_or("-"))
-            .arg(if step.cleanup { "1" } else { "0" });
-        let reply: Value = self.invoke(inv).await?;
-        let parts = array(&reply);
-        let bad = || Error::unexpected("stream take_over", &reply);
-        let cursor = text(parts.first().ok_or_else(bad)?).filter(|c| c != "-");
-        let mut claimed = Vec::new();
-        for item in array(parts.get(1).ok_or_else(bad)?) {
-            let [id, fields, deliveries] = array(item) else {
-                return Err(bad());
-            };
-            let mut entry = StreamEntry::from_reply(id, fields.clone()).ok_or_else(bad)?;
-            entry.deliveries = text(deliveries)
-                .and_then(|d| d.parse().ok())
-                .ok_or_else(bad)?;
-            claimed.push(entry);
-        }
-        let ids = |i: usize| -> Result<Vec<String>> {
-            Ok(array(parts.get(i).ok_or_else(bad)?)
-                .iter()
-                .filter_map(text)
-                .collect())
-        };
-        let wanted = match parts.get(4) {
-            Some(Value::Int(n)) => usize::try_from(*n).unwrap_or(0),
-            _ => return Err(bad()),
-        };
-        Ok(TakeOverReport {
-            cursor,
-            claimed,
-            buried: ids(2)?,
-            trimmed: ids(3)?,
-            wanted,
-        })
+        inv.arg(id)
+            .arg(reason)
+            .arg(self.dead_bounds.0)
+            .arg(self.dead_bounds.1);
+        let (moved, dropped): (u8, u64) = self.invoke(inv).await?;
+        self.dead_dropped.fetch_add(dropped, Ordering::Relaxed);
+        Ok(moved == 1)
     }
 
     /// Leaves the alive set (a clean stop).

@@ -4,7 +4,7 @@
 //!
 //! - `keys.rs`: the stream's and its group's keys, the fields delayq reads.
 //! - `reply.rs`: parsing `XREADGROUP` and take-over replies in place.
-//! - `group.rs`: [`StreamGroup`], one consumer's calls; the take-over step.
+//! - `group.rs`: [`StreamGroup`], one consumer's calls; `take_over.rs`: its take-over step.
 //! - `publish.rs`: the producer's side (publish, dead letters, replay).
 //! - `inspect.rs`: a stream's length, dead letters and groups.
 
@@ -13,9 +13,11 @@ mod inspect;
 mod keys;
 mod publish;
 mod reply;
+mod take_over;
 
-pub use group::{StreamGroup, TakeOver, TakeOverReport};
+pub use group::StreamGroup;
 pub use inspect::{GroupStats, StreamStats};
 pub use keys::{dead_stream, StreamKeys, PAYLOAD_FIELD, REPLAY_FOR_FIELD};
 pub use publish::{PublishOptions, StreamDeadLetter};
 pub use reply::StreamEntry;
+pub use take_over::{TakeOver, TakeOverReport};

@@ -130,6 +130,7 @@ impl Settle for StreamClaim {
             }
             tracing::warn!(error, reason, "moved to the dead-letter stream");
             self.meter.handled(Outcome::Dead, 1);
+            self.meter.dead_dropped(self.group.take_dead_dropped());
         } else {
             let backoff = self.options.backoff.delay(self.deliveries);
             let min_idle = self.options.ack_timeout();

@@ -81,6 +81,7 @@ pub(crate) async fn run(stream: Arc<StreamRuntime>) {
         };
         let dead = report.buried.len() + report.trimmed.len();
         stream.meter.handled(Outcome::Dead, dead as u64);
+        stream.meter.dead_dropped(stream.group.take_dead_dropped());
         for id in &report.buried {
             tracing::warn!(stream = %stream.stream, group = %stream.group_name, %id, reason = "max_deliveries reached", "moved to the dead-letter stream");
         }

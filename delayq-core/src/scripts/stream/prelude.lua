@@ -46,3 +46,17 @@ local function bury(stream, dead, group, id, deliveries, reason)
     'reason', reason, 'payload', payload)
   redis.call('XACK', stream, group, id)
 end
+
+-- Dead letters past the group's bounds go, oldest first: the dead-letter stream keeps at most
+-- `max` entries (the stream's, shared by its groups), each for `ttl_ms` (entry ids carry the
+-- time they were written). Returns how many went; nothing when the bounds are not given.
+local function trim_dead(dead, max, ttl_ms)
+  max, ttl_ms = tonumber(max), tonumber(ttl_ms)
+  if not max or not ttl_ms then return 0 end
+  local n = redis.call('XTRIM', dead, 'MAXLEN', '=', max)
+  local cutoff = now_ms() - ttl_ms
+  if cutoff > 0 then
+    n = n + redis.call('XTRIM', dead, 'MINID', '=', string.format('%d', cutoff))
+  end
+  return n
+end

@@ -19,7 +19,10 @@
 -- KEYS, ARGV[1], ARGV[2]: as in stream/prelude.lua
 -- ARGV[3] alive_ttl_ms   ARGV[4] min_idle_ms   ARGV[5] count   ARGV[6] max_deliveries
 -- ARGV[7] cursor ('-' or the last entry id seen)   ARGV[8] cleanup (1 or 0)
--- Returns { next cursor ('-' when the scan reached the end), claimed, buried, trimmed, wanted }
+-- ARGV[9] dead_max   ARGV[10] dead_ttl ms (the dead-letter stream is trimmed to them after a
+-- step that buried an entry, and at each cleanup, see trim_dead)
+-- Returns { next cursor ('-' when the scan reached the end), claimed, buried, trimmed, wanted,
+-- dead letters dropped }
 -- where claimed is a list of { id, fields, deliveries }, buried and trimmed lists of entry
 -- ids sent to the dead-letter stream, and wanted (count 0 only) how many idle entries this
 -- consumer would take with a free slot.
@@ -29,7 +32,9 @@ local max_deliveries, cursor = tonumber(ARGV[6]), ARGV[7]
 local now = now_ms()
 redis.call('ZADD', KEYS[3], now + ttl, me)
 local live = redis.call('ZRANGEBYSCORE', KEYS[3], now, '+inf')
+local dropped = 0
 if ARGV[8] == '1' then
+  dropped = trim_dead(KEYS[2], ARGV[9], ARGV[10])
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
   local is_live = {}
   for _, c in ipairs(live) do
@@ -67,7 +72,7 @@ if count == 0 then
       wanted = wanted + 1
     end
   end
-  return { '-', {}, {}, {}, wanted }
+  return { '-', {}, {}, {}, wanted, dropped }
 end
 
 local start = '-'
@@ -107,4 +112,5 @@ if #mine > 0 then
     end
   end
 end
-return { next_cursor, claimed, buried, trimmed, 0 }
+if #buried + #trimmed > 0 then dropped = dropped + trim_dead(KEYS[2], ARGV[9], ARGV[10]) end
+return { next_cursor, claimed, buried, trimmed, 0, dropped }

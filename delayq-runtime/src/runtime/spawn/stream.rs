@@ -28,7 +28,11 @@ pub(super) async fn prepare(
             registration.stream,
             registration.group,
             &consumer,
-        )?;
+        )?
+        .with_dead_bounds(
+            settings.options.flow.dead_max,
+            settings.options.flow.dead_ttl_ms,
+        );
         // Before spawn returns, so that what is published after it reaches a new group
         // that starts from `$`.
         if group.create(settings.from_start).await? {

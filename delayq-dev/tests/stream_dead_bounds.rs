@@ -1,0 +1,80 @@
+//! Bounded dead letters on streams (#34 item 8): a stream listener's `dead_max` keeps the
+//! newest dead letters of its stream, and `dead_ttl` drops expired ones at the next cleanup
+//! step, with no new death needed.
+
+use std::time::Duration;
+
+use delayq_core::protocol::{dead_stream, RedisConn, StreamGroup, TakeOver};
+use delayq_dev::{producer, sleep_ms, stream_runtime, RedisServer, Seen};
+use delayq_runtime::{stream_listener, Ack, StreamMessage};
+
+static BURIED: Seen<u32> = Seen::new();
+
+#[stream_listener(stream = "st.bounded", group = "g", concurrency = 1, dead_max = 3)]
+async fn bury_all(msg: StreamMessage<u32>, ack: Ack) {
+    ack.dead_letter("no").await.unwrap();
+    BURIED.push(*msg.payload());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_keeps_its_newest_dead_letters_up_to_dead_max() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = stream_runtime(&server, &["st.bounded"]).await;
+    for n in 0..8u32 {
+        p.publish("st.bounded", &n).await.unwrap();
+    }
+    BURIED.wait_for(8, Duration::from_secs(10)).await;
+    let dead = p
+        .stream_dead_letters("st.bounded", "g", 0..100)
+        .await
+        .unwrap();
+    let kept: Vec<u32> = dead
+        .iter()
+        .map(|d| serde_json::from_slice(&d.payload).unwrap())
+        .collect();
+    assert_eq!(kept, [5, 6, 7], "the newest three, oldest first");
+    rt.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn expired_stream_dead_letters_go_at_the_next_cleanup_step() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let conn = RedisConn::connect(&server.url(), delayq_core::UrlOrigin::Default)
+        .await
+        .unwrap();
+    let group = StreamGroup::new(conn.clone(), "st.ttl", "g", "c1")
+        .unwrap()
+        .with_dead_bounds(10_000, 1_000);
+    group.create(true).await.unwrap();
+    for n in 0..2u32 {
+        p.publish("st.ttl", &n).await.unwrap();
+    }
+    for e in group.read(&conn, 10, Duration::ZERO).await.unwrap() {
+        assert!(group.dead_letter(&e.id, "test").await.unwrap());
+    }
+    assert_eq!(group.take_dead_dropped(), 0);
+    sleep_ms(1_100).await;
+    let step = TakeOver {
+        alive_ttl: Duration::from_secs(10),
+        min_idle: Duration::from_secs(60),
+        count: 0,
+        max_deliveries: 16,
+        cursor: None,
+        cleanup: true,
+    };
+    group.take_over(step).await.unwrap();
+    assert_eq!(group.take_dead_dropped(), 2);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let len: usize = redis::cmd("XLEN")
+        .arg(dead_stream("st.ttl"))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(len, 0);
+}
