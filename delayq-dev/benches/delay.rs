@@ -7,7 +7,8 @@
 //! Workloads (payload ≈ 100-byte JSON), named for what they measure, with the ids BENCHMARKS.md
 //! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
 //! backlog_drain (W5), operator (WO: what `peek` and `stats` cost Redis per call with
-//! 1,000,000 messages in one far bucket).
+//! 1,000,000 messages in one far bucket), flow (WF: the drain of c200 with a rate above its
+//! throughput, interleaved with c200 unlimited; and the rate a 2000/s topic holds).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -35,6 +36,18 @@ async fn bench_c50(msg: Message<Payload>) {
 
 #[delay_listener(topic = "bench.c200", concurrency = 200)]
 async fn bench_c200(msg: Message<Payload>) {
+    record(msg.due_at());
+}
+
+/// c200 with a rate far above what one process drains: what the limiter itself costs.
+#[delay_listener(topic = "bench.c200.rate", concurrency = 200, rate = "1000000/s")]
+async fn bench_c200_rate(msg: Message<Payload>) {
+    record(msg.due_at());
+}
+
+/// A topic held at 2000/s (burst 200).
+#[delay_listener(topic = "bench.rated", concurrency = 50, rate = "2000/s")]
+async fn bench_rated(msg: Message<Payload>) {
     record(msg.due_at());
 }
 
@@ -244,6 +257,29 @@ impl Bench {
         m.insert("script_calls_per_msg".into(), script_calls / 50_000.0);
         m.insert("redis_usec_per_msg".into(), script_usec / 50_000.0);
         m.insert("redis_busy_share".into(), script_usec / 1e6 / wall);
+        m
+    }
+
+    /// WF: 10,000 due on a topic limited to 2000/s: the rate it held and its busiest second.
+    async fn rated(&self) -> Metrics {
+        self.flush();
+        self.send_spread("bench.rated", 10_000, 0, 10_000).await;
+        let rt = self.runtime(&["bench.rated"]).await;
+        self.wait_handled(10_000, Duration::from_secs(60)).await;
+        rt.shutdown().await.expect("shutdown");
+        let mut at: Vec<Instant> = STARTS.lock().unwrap().iter().map(|s| s.1).collect();
+        at.sort_unstable();
+        let wall = at[at.len() - 1].duration_since(at[0]).as_secs_f64();
+        let (mut busiest, mut j) = (0, 0);
+        for i in 0..at.len() {
+            while at[i].duration_since(at[j]) >= Duration::from_secs(1) {
+                j += 1;
+            }
+            busiest = busiest.max(i + 1 - j);
+        }
+        let mut m = Metrics::new();
+        m.insert("held_msgs_per_s".into(), (at.len() - 1) as f64 / wall);
+        m.insert("busiest_second".into(), busiest as f64);
         m
     }
 
@@ -458,7 +494,7 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 8] = [
+const WORKLOADS: [(&str, &str); 9] = [
     ("keep_up", "w1"),
     ("drain", "w1d"),
     ("idle", "w2"),
@@ -467,6 +503,7 @@ const WORKLOADS: [(&str, &str); 8] = [
     ("backlog_drain", "w5"),
     ("replica_wait", "wr"),
     ("operator", "wo"),
+    ("flow", "wf"),
 ];
 
 /// A workload's name, given its name or its id; exits with the list on anything else.
@@ -638,6 +675,27 @@ async fn main() {
                     "operator (WO), peek and stats, 1M in one far bucket".to_string(),
                     r,
                 )]
+            }
+            "flow" => {
+                // Interleaved, so that machine drift touches both alike.
+                let topics = ["bench.c200", "bench.c200.rate"];
+                let mut results: Vec<Vec<Metrics>> = vec![Vec::new(); topics.len() + 1];
+                for _ in 0..runs {
+                    for (i, topic) in topics.iter().enumerate() {
+                        results[i].push(bench.drain(topic, 0).await);
+                    }
+                    results[2].push(bench.rated().await);
+                }
+                let names = [
+                    "flow (WF), drain c200, no rate",
+                    "flow (WF), drain c200, rate 1000000/s",
+                    "flow (WF), 10,000 due at rate 2000/s",
+                ];
+                names
+                    .iter()
+                    .zip(results)
+                    .map(|(name, r)| (name.to_string(), r))
+                    .collect()
             }
             _ => unreachable!("canonical() names only known workloads"),
         };

@@ -95,6 +95,8 @@ mod worker;
 /// - [`schedules`](guide::schedules): recurring work, once per tick however many processes.
 /// - [`testing`](guide::testing): the test kit (feature `testing`) with time travel.
 /// - [`waiting_room`](guide::waiting_room): an admission queue for traffic peaks.
+/// - [`flow_control`](guide::flow_control): rate limits, `retry_after`, debounce, bounded
+///   dead letters.
 /// - [`operating`](guide::operating): the `delayq` CLI, dead letters, health, metrics, traces
 ///   and the dashboard.
 /// - [`guarantees`](guide::guarantees): what holds under which Redis settings, and the test
@@ -125,6 +127,9 @@ pub mod guide {
     }
     pub mod waiting_room {
         #![doc = include_str!("../guide/waiting-room.md")]
+    }
+    pub mod flow_control {
+        #![doc = include_str!("../guide/flow-control.md")]
     }
     pub mod operating {
         #![doc = include_str!("../guide/operating.md")]

@@ -52,6 +52,9 @@ pub struct ClaimBatch {
     /// The topic is paused: nothing was claimed, and nothing will be until it is resumed
     /// (a resume wakes the bosses).
     pub paused: bool,
+    /// Due messages wait on the topic's rate limit: `next_due_ms` is when it lets the next
+    /// one go, and no send or retry can make a claim before then take anything.
+    pub rate_limited: bool,
 }
 
 /// What `requeue_expired` did.
@@ -202,7 +205,9 @@ impl TopicQueue {
             ))
             .await?;
         let mut it = reply.into_iter();
-        let (Some(now), Some(next), Some(head)) = (it.next(), it.next(), it.next()) else {
+        let (Some(now), Some(next), Some(head), Some(limited)) =
+            (it.next(), it.next(), it.next(), it.next())
+        else {
             return Err(Error::unexpected("claim_due", &"a short reply"));
         };
         let head = int(&head).ok_or_else(|| Error::unexpected("claim_due", &head))?;
@@ -215,6 +220,7 @@ impl TopicQueue {
             now_us: int(&now).ok_or_else(|| Error::unexpected("claim_due", &now))? as u64,
             next_due_ms: optional_ms(next),
             paused,
+            rate_limited: int(&limited) == Some(1),
             ..ClaimBatch::default()
         };
         batch.now_ms = batch.now_us / 1000;

@@ -37,6 +37,9 @@ struct Race {
     /// time.
     claimed_us: u64,
     lost: bool,
+    /// The last claim left due messages to the rate limit: sleep to its time, not woken by
+    /// sends.
+    deaf: bool,
 }
 
 pub(crate) async fn run(topic: Arc<TopicRuntime>) {
@@ -125,6 +128,9 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         // `now_us` was then, here.
         let clock = (batch.now_us, replied - replied.duration_since(sent) / 2);
         let deadline = local_time(batch.next_due_ms, clock);
+        // Held back by the rate limit: no send or retry can make a claim before the limit's
+        // time take anything, so their wake-ups are not heard until then.
+        race.deaf = batch.rate_limited;
         at_due = sleep_to_due(&topic, deadline, clock, &mut race).await;
     }
 }
@@ -162,7 +168,7 @@ async fn sleep_to_due(
             if coarse > Instant::now() {
                 tokio::select! {
                     _ = tokio::time::sleep_until(coarse) => {}
-                    _ = topic.wake_boss.notified() => return false,
+                    _ = topic.wake_boss.notified(), if !race.deaf => return false,
                     _ = topic.claimed.notified() => {
                         let (next_ms, at_us) = topic.claimed_next();
                         if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {

@@ -9,7 +9,7 @@
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
 -- KEYS[11], when given: the far bucket the boss expects to promote next (see far.lua)
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
--- bucket or -1, id1, envelope1,
+-- bucket or -1, 1 when due messages wait on the rate limit (else 0), id1, envelope1,
 -- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;
 -- the boss declares that bucket on its next call, so that it can be promoted); attempt is incremented and
 -- the token is the claim's own in each returned envelope. An id whose envelope is missing
@@ -18,7 +18,7 @@
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
-if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1 } end
+if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0 } end
 local now = math.floor(now_micros / 1000)
 promote(now)
 local limit = tonumber(ARGV[3])
@@ -26,7 +26,12 @@ local interval, burst = string.match(ARGV[5] or '', '^(%S+) (%d+)$')
 local tat
 if interval then
   interval, burst = tonumber(interval), tonumber(burst)
-  tat = math.max(tonumber(redis.call('HGET', KEYS[6], 'rate_tat')) or 0, now_micros)
+  tat = tonumber(redis.call('HGET', KEYS[6], 'rate_tat')) or 0
+  -- Claims under this rate never put `rate_tat` past now + burst intervals; a later one was
+  -- left by a slower rate (a changed configuration) or written by hand, and would stall the
+  -- topic: it counts from there. Not a number (nan, garbage): as if unset.
+  if tat ~= tat then tat = 0 end
+  tat = math.min(math.max(tat, now_micros), now_micros + burst * interval)
   limit = math.min(limit, math.floor((now_micros - tat) / interval + burst))
 end
 local ids = {}
@@ -37,7 +42,7 @@ if interval and #ids > 0 then
   tat = tat + #ids * interval
   redis.call('HSET', KEYS[6], 'rate_tat', string.format('%d', math.ceil(tat)))
 end
-local out = { now_micros, -1, -1 }
+local out = { now_micros, -1, -1, 0 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[4])
@@ -83,6 +88,7 @@ local next, head = next_due()
 -- Held back by the rate limit: look again when it lets the next one go.
 if interval and next ~= -1 and next <= now then
   next = math.max(next, math.ceil((tat - burst * interval + interval) / 1000))
+  out[4] = 1
 end
 out[2] = next
 out[3] = head or -1
