@@ -74,7 +74,7 @@ pub mod protocol {
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
         ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
-        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
+        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL,
     };
     pub use crate::env::CA_FILE_VAR;
     pub use crate::names::validate_namespace;

@@ -143,7 +143,7 @@ impl Producer {
         let keys = self.keys(topic)?;
         let mut pipe = redis::pipe();
         pipe.zcard(&keys.delayed)
-            .hget(&keys.farinfo, "count")
+            .hmget(&keys.farinfo, &["count", "dead_dropped", "rate"])
             .zcard(&keys.inflight)
             .zcard(&keys.dead)
             .zrange_withscores(&keys.delayed, 0, 0)
@@ -155,26 +155,32 @@ impl Producer {
         let pipe = &pipe;
         type Reply = (
             usize,
-            Option<usize>,
+            (Option<usize>, Option<u64>, Option<String>),
             usize,
             usize,
             Vec<(String, f64)>,
             Vec<(String, f64)>,
             Vec<(String, f64)>,
-            Vec<(String, String)>,
+            Vec<(String, u64)>,
             (u64, u64),
             bool,
         );
-        let (hot, far, inflight, dead, due, far_due, claim, fields, (secs, micros), paused): Reply =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
-            })
-            .await?;
+        let (
+            hot,
+            (far, dead_dropped, rate),
+            inflight,
+            dead,
+            due,
+            far_due,
+            claim,
+            fields,
+            (secs, micros),
+            paused,
+        ): Reply = on_topic(&self.conn, &keys, |mut conn| async move {
+            pipe.query_async(&mut conn).await
+        })
+        .await?;
         let now_ms = secs * 1000 + micros / 1000;
-        let counters: Vec<(String, u64)> = fields
-            .iter()
-            .filter_map(|(f, v)| Some((f.clone(), v.parse().ok()?)))
-            .collect();
         Ok(TopicStats {
             topic: keys.topic.clone(),
             delayed: hot + far.unwrap_or(0),
@@ -187,17 +193,11 @@ impl Producer {
                 .flatten()
                 .min(),
             oldest_claim_deadline: first_score(&claim),
-            last_minute: last_minute(&counters, now_ms),
+            last_minute: last_minute(&fields, now_ms),
             read_at: ms_to_time(now_ms),
             paused,
-            dead_dropped: counters
-                .iter()
-                .find(|(f, _)| f == "dead_dropped")
-                .map_or(0, |(_, n)| *n),
-            rate: fields
-                .into_iter()
-                .find(|(f, _)| f == "rate")
-                .map(|(_, v)| v),
+            dead_dropped: dead_dropped.unwrap_or(0),
+            rate,
         })
     }
 

@@ -29,7 +29,10 @@ pub struct TopicKeys {
     /// HASH id → far bucket, for the far messages whose id does not tell their bucket (user
     /// ids; a generated id tells it by its time).
     pub far_index: String,
-    /// HASH `count` (messages in far buckets) and `width` (the bucket width in ms).
+    /// HASH: the topic's running state: `count` (messages in far buckets) and `width` (the
+    /// bucket width in ms); `rate_tat` (the rate limit's), `dead_dropped` (dead letters dropped
+    /// past the bounds, in all) and `rate` (the rate limit announced). Old builds leave the
+    /// fields they do not know alone.
     pub farinfo: String,
     /// STRING, present while the topic is paused: no process claims its messages.
     pub paused: String,

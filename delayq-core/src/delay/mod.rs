@@ -42,7 +42,7 @@ pub use queue::{
     ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
     MAX_CLAIM_BATCH,
 };
-pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED};
+pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
 pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};

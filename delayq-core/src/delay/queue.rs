@@ -145,13 +145,13 @@ impl TopicQueue {
     /// # Errors
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn announce_flow(&self) -> Result<()> {
-        let stats = self.keys.stats.clone();
+        let info = self.keys.farinfo.clone();
         let shown = self.flow.rate.map(|r| format!("{r} burst {}", r.burst));
         super::call::on_topic(&self.conn, &self.keys, |mut c| async move {
             match shown {
                 Some(shown) => {
                     redis::cmd("HSET")
-                        .arg(&stats)
+                        .arg(&info)
                         .arg("rate")
                         .arg(shown)
                         .query_async::<()>(&mut c)
@@ -159,7 +159,7 @@ impl TopicQueue {
                 }
                 None => {
                     redis::cmd("HDEL")
-                        .arg(&stats)
+                        .arg(&info)
                         .arg("rate")
                         .query_async::<()>(&mut c)
                         .await

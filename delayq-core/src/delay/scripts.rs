@@ -256,3 +256,6 @@ pub const WAKE_BACK: &[u8] = b"i";
 /// `<when to look next, ms, -1: nothing waits>:<the claim's time, µs>` (`WAKE_CLAIMED` in
 /// `prelude.lua`).
 pub const WAKE_CLAIMED: &[u8] = b"c";
+/// The payload of a wake-up from the test kit's time travel (`WAKE_TRAVEL` in `prelude.lua`):
+/// every boss looks now, one waiting on the rate limit included.
+pub const WAKE_TRAVEL: &[u8] = b"t";

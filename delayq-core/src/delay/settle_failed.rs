@@ -77,10 +77,16 @@ impl TopicQueue {
         &self,
         id: &MessageId,
         token: u64,
-        failure: Failure<'_>,
+        mut failure: Failure<'_>,
     ) -> Result<NackOutcome> {
         let k = &self.keys;
-        let due = crate::time::time_to_ms(std::time::SystemTime::now()) + failure.backoff_ms;
+        // A delay past the latest due time delayq stores (`retry_after(Duration::MAX)`) waits
+        // until then.
+        let now = crate::time::time_to_ms(std::time::SystemTime::now());
+        failure.backoff_ms = failure
+            .backoff_ms
+            .min(crate::time::MAX_DUE_MS.saturating_sub(now));
+        let due = now + failure.backoff_ms;
         let far = Buckets::default().due(k, due);
         let failure = &failure;
         let reply: String = declaring(&self.conn, k, far, |far| {

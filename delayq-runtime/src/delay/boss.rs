@@ -169,6 +169,7 @@ async fn sleep_to_due(
                 tokio::select! {
                     _ = tokio::time::sleep_until(coarse) => {}
                     _ = topic.wake_boss.notified(), if !race.deaf => return false,
+                    _ = topic.rouse.notified(), if race.deaf => return false,
                     _ = topic.claimed.notified() => {
                         let (next_ms, at_us) = topic.claimed_next();
                         if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {

@@ -32,6 +32,8 @@ pub(crate) struct TopicRuntime {
     /// Free worker slots: the boss claims no more than it can start.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
+    /// Wakes the boss even while it waits on the rate limit (time travel, a resubscription).
+    pub(crate) rouse: Notify,
     pub(crate) wake_back: Notify,
     /// What the last wake-ups of the back pool asked for: the earliest ack deadline announced
     /// (Redis ms), 0 for "look now", `u64::MAX` for nothing (see [`back_at`](Self::back_at)).
@@ -51,6 +53,12 @@ pub(crate) struct TopicRuntime {
 }
 
 impl TopicRuntime {
+    /// Wakes the boss to look now, even while it waits on the rate limit.
+    pub(crate) fn rouse_boss(&self) {
+        self.wake_boss.notify_one();
+        self.rouse.notify_one();
+    }
+
     /// Wakes the back pool to look now.
     pub(crate) fn wake_back_now(&self) {
         self.back_wanted.store(0, Ordering::Relaxed);
@@ -105,6 +113,7 @@ impl TopicRuntime {
             queue,
             slots: Arc::new(Semaphore::new(options.concurrency as usize)),
             wake_boss: Notify::new(),
+            rouse: Notify::new(),
             wake_back: Notify::new(),
             back_wanted: AtomicU64::new(u64::MAX),
             claimed: Notify::new(),

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{RedisConn, WAKE_BACK, WAKE_CLAIMED, WAKE_SCHEDULES};
+use delayq_core::protocol::{RedisConn, WAKE_BACK, WAKE_CLAIMED, WAKE_SCHEDULES, WAKE_TRAVEL};
 use futures_util::StreamExt;
 use redis::PushKind;
 use tokio::sync::Notify;
@@ -59,6 +59,10 @@ impl Routes {
         else {
             return;
         };
+        if kind == WAKE_TRAVEL {
+            topic.rouse_boss();
+            return;
+        }
         if kind == WAKE_SCHEDULES {
             if let Some(schedules) = &self.1 {
                 schedules.notify_one();
@@ -93,7 +97,7 @@ impl Routes {
 
     /// Everything announced before a (re)subscription was missed: the topic looks once.
     fn wake(topic: &TopicRuntime) {
-        topic.wake_boss.notify_one();
+        topic.rouse_boss();
         topic.wake_back_now();
     }
 

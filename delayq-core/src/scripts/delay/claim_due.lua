@@ -3,7 +3,7 @@
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] max count   ARGV[4] lease ms (deadline = now + lease)
 -- ARGV[5] the topic's rate limit, `<interval µs> <burst>`, or '' for none: claims keep to it
---   across every process (a generic cell rate algorithm: `rate_tat` in KEYS[6] is the time,
+--   across every process (a generic cell rate algorithm: `rate_tat` in KEYS[9] is the time,
 --   µs, by which every claim so far would have been spaced out at the full rate; a claim may
 --   take as many as fit `burst` intervals ahead of now). A message held back stays due and
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
@@ -23,24 +23,43 @@ local now = math.floor(now_micros / 1000)
 promote(now)
 local limit = tonumber(ARGV[3])
 local interval, burst = string.match(ARGV[5] or '', '^(%S+) (%d+)$')
-local tat
+local tat, credit = nil, 0
 if interval then
   interval, burst = tonumber(interval), tonumber(burst)
-  tat = tonumber(redis.call('HGET', KEYS[6], 'rate_tat')) or 0
+  local state = redis.call('HMGET', KEYS[9], 'rate_tat', 'rate_credit')
+  tat = tonumber(state[1]) or 0
+  -- Time the test kit's travel passed (µs, travel.lua): claims it would have let start.
+  credit = tonumber(state[2]) or 0
+  if credit ~= credit or credit < 0 then credit = 0 end
   -- Claims under this rate never put `rate_tat` past now + burst intervals; a later one was
-  -- left by a slower rate (a changed configuration) or written by hand, and would stall the
-  -- topic: it counts from there. Not a number (nan, garbage): as if unset.
+  -- left by a slower rate (a changed configuration), a clock stepped back or a hand edit, and
+  -- would stall the topic: it is brought back to that bound and kept there (written, so that
+  -- the next claims count from it). Not a number (nan, garbage): as if unset.
   if tat ~= tat then tat = 0 end
-  tat = math.min(math.max(tat, now_micros), now_micros + burst * interval)
-  limit = math.min(limit, math.floor((now_micros - tat) / interval + burst))
+  tat = math.max(tat, now_micros)
+  if tat > now_micros + burst * interval then
+    tat = now_micros + burst * interval
+    redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
+  end
+  limit = math.min(limit, math.floor((now_micros - tat + credit) / interval + burst))
 end
 local ids = {}
 if limit > 0 then
   ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 end
 if interval and #ids > 0 then
-  tat = tat + #ids * interval
-  redis.call('HSET', KEYS[6], 'rate_tat', string.format('%d', math.ceil(tat)))
+  local used = #ids * interval
+  if credit > 0 then
+    local spent = math.min(credit, used)
+    credit, used = credit - spent, used - spent
+    if credit > 0 then
+      redis.call('HSET', KEYS[9], 'rate_credit', string.format('%d', math.floor(credit)))
+    else
+      redis.call('HDEL', KEYS[9], 'rate_credit')
+    end
+  end
+  tat = tat + used
+  redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
 end
 local out = { now_micros, -1, -1, 0 }
 if #ids > 0 then
@@ -87,7 +106,7 @@ far_flush()
 local next, head = next_due()
 -- Held back by the rate limit: look again when it lets the next one go.
 if interval and next ~= -1 and next <= now then
-  next = math.max(next, math.ceil((tat - burst * interval + interval) / 1000))
+  next = math.max(next, math.ceil((tat - credit - burst * interval + interval) / 1000))
   out[4] = 1
 end
 out[2] = next

@@ -3,7 +3,10 @@
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
 --   KEYS[6] stats (outcome counters, see `count` below)
---   KEYS[7] far   KEYS[8] where   KEYS[9] farinfo (far buckets, see "Far buckets" below)
+--   KEYS[7] far   KEYS[8] where
+--   KEYS[9] farinfo, the topic's running state: `count` and `width` (far buckets, see "Far
+--   buckets" below), `rate_tat` (the rate limit's, see claim_due.lua), `dead_dropped` (dead
+--   letters dropped past the bounds, in all, see trim_dead) and `rate` (the limit announced)
 --   KEYS[10] paused (present while the topic is paused: claim_due claims nothing)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
@@ -111,6 +114,9 @@ local WAKE_BACK = 'i'
 -- claim_due): a boss
 -- that slept to the same due time sleeps to the new one instead of claiming for nothing.
 local WAKE_CLAIMED = 'c'
+-- The test kit's time travel moved due times and the rate limit's time: every boss looks now,
+-- a boss waiting on the rate limit included (travel.lua).
+local WAKE_TRAVEL = 't'
 
 -- Publishes a wake-up of `kind` on the topic's wake channel (ARGV[1], with ARGV[2]).
 local function wake(kind)
@@ -124,9 +130,7 @@ end
 
 -- Outcome counters for `delayq stats`: KEYS[6] maps `<outcome>:<10 s bucket>` to a count
 -- (outcome: ok, retry, dead). When a bucket starts, buckets older than two minutes go, so the
--- hash stays at a few dozen fields whatever the traffic. The hash also holds two named
--- fields, which stay: `dead_dropped` (dead letters dropped past the topic's bounds, in all)
--- and `rate_tat` (the rate limit's state, see claim_due.lua).
+-- hash stays at a few dozen fields whatever the traffic.
 local STATS_BUCKET_MS = 10000
 local STATS_KEEP_BUCKETS = 12
 local function count(outcome, n, now)
@@ -134,8 +138,8 @@ local function count(outcome, n, now)
   local bucket = math.floor(now / STATS_BUCKET_MS)
   if redis.call('HINCRBY', KEYS[6], outcome .. ':' .. bucket, n) == n then
     for _, field in ipairs(redis.call('HKEYS', KEYS[6])) do
-      local b = tonumber(string.match(field, '^%a+:(%d+)$'))
-      if b and b < bucket - STATS_KEEP_BUCKETS then redis.call('HDEL', KEYS[6], field) end
+      local b = tonumber(string.match(field, ':(%d+)$'))
+      if not b or b < bucket - STATS_KEEP_BUCKETS then redis.call('HDEL', KEYS[6], field) end
     end
   end
 end
@@ -148,7 +152,7 @@ local function bury(id, m, reason, now)
 end
 
 -- Dead letters past the topic's bounds (`dead_max` kept at most, each for `dead_ttl_ms`) are
--- dropped, oldest first, envelopes and all, and counted in `dead_drop`. One call drops at most
+-- dropped, oldest first, envelopes and all, and counted in `dead_dropped` of KEYS[9]. One call drops at most
 -- DEAD_DROP_PER_CALL (a lowered bound is reached over a few calls); the back pool's sweep
 -- calls it at least every two minutes, so expired letters go without new deaths. Returns how
 -- many it dropped. `max` is nil for a caller that passes no bounds (then nothing is dropped).
@@ -163,6 +167,6 @@ local function trim_dead(now, max, ttl_ms)
   local ids = redis.call('ZRANGE', KEYS[4], 0, n - 1)
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, n - 1)
   redis.call('HDEL', KEYS[3], unpack(ids))
-  redis.call('HINCRBY', KEYS[6], 'dead_dropped', n)
+  redis.call('HINCRBY', KEYS[9], 'dead_dropped', n)
   return n
 end

@@ -41,6 +41,11 @@ local function shift(key)
 end
 
 local due = shift(KEYS[1])
-if due > 0 then wake(WAKE_BOSS) end
+-- For a rate-limited topic, `d` passes for the limit too: the claims it would have let start
+-- over `d` may start now (claim_due spends this credit before the limit's own time).
+if redis.call('HEXISTS', KEYS[9], 'rate_tat') == 1 then
+  redis.call('HINCRBY', KEYS[9], 'rate_credit', d * 1000)
+end
+if due > 0 then wake(WAKE_TRAVEL) end
 if ARGV[4] == '1' and shift(KEYS[2]) > 0 then wake(WAKE_BACK) end
 return { due, 0 }

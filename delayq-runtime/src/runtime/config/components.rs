@@ -112,12 +112,22 @@ impl Sources {
 
     fn listener(&self, r: &ListenerRegistration) -> ComponentConfig {
         let o = r.options;
-        self.component(
+        let mut c = self.component(
             Scope::Listener(r.topic.into()),
             r.function,
             r.given,
             |option| listener_value(&o, option),
-        )
+        );
+        // A burst from below the rate's source (the attribute's, under a rate from
+        // delayq.toml) belonged to the rate that was replaced: the new rate brings its own
+        // default burst.
+        let rank = |option: &str| c.get(option).map(|s| source_rank(&s.source));
+        if let (Some(burst), Some(rate)) = (rank("burst"), rank("rate")) {
+            if burst < rate {
+                c.settings.retain(|s| s.option != "burst");
+            }
+        }
+        c
     }
 
     fn stream(&self, r: &StreamListenerRegistration) -> ComponentConfig {
