@@ -175,9 +175,12 @@ async fn sleep_to_due(
                         if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {
                             race.defer = true;
                         }
-                        // Only news after this boss's own last claim moves its sleep.
+                        // Only news after this boss's own last claim moves its sleep. A claim
+                        // that left nothing waiting ends a wait on the rate limit: sends must be
+                        // heard again.
                         if at_us > race.claimed_us {
                             deadline = local_time(next_ms, clock);
+                            race.deaf &= next_ms.is_some();
                         }
                         continue;
                     }
