@@ -1,6 +1,36 @@
 //! Flow control (#34): retry_after (item 3), bounded dead letters (item 8), the rate limit's
-//! claims (item 1, one process; `delay_rate_processes` holds it across three) and the
-//! options' checks.
+//! claims (item 1; `flow/rate_processes.rs` holds it across three processes), debounce and the
+//! options' checks; the stream listeners' dead-letter bounds (`flow/stream_dead_bounds.rs`);
+//! and the edges an adversarial review found, each failing before its fix (`flow/*.rs`): a
+//! `rate_tat` far ahead (a slower rate before, a hand edit, garbage), an old build's stats
+//! cleanup beside a new one, a rate lowered from outside the code under an attribute's burst,
+//! sends to a held-back topic, `retry_after(Duration::MAX)`, and the test kit's `advance` on a
+//! rate-limited topic. One test binary: each costs CI a link.
+
+mod rate_processes {
+    include!("flow/rate_processes.rs");
+}
+mod stream_dead_bounds {
+    include!("flow/stream_dead_bounds.rs");
+}
+mod rate_tat {
+    include!("flow/rate_tat.rs");
+}
+mod old_build_stats {
+    include!("flow/old_build_stats.rs");
+}
+mod rate_override {
+    include!("flow/rate_override.rs");
+}
+mod rate_spin {
+    include!("flow/rate_spin.rs");
+}
+mod retry_after_huge {
+    include!("flow/retry_after_huge.rs");
+}
+mod kit_rate {
+    include!("flow/kit_rate.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -349,6 +379,16 @@ async fn a_debounced_burst_runs_once_with_the_last_payload_a_window_after_the_la
         after >= Duration::from_millis(290),
         "ran {after:?} after the last send, before the window"
     );
+    // A later replace(false) does not undo the debounce.
+    let opts = SendOptions::new().id("doc-8").debounce(window);
+    p.send_with("flow.debounce", &5u32, opts.clone())
+        .await
+        .unwrap();
+    let again = p
+        .send_with("flow.debounce", &6u32, opts.replace(false))
+        .await
+        .unwrap();
+    assert!(matches!(again, SendOutcome::Replaced(_)), "{again:?}");
     let err = p
         .send_with("flow.debounce", &9u32, SendOptions::new().debounce(window))
         .await

@@ -6,6 +6,7 @@ use crate::values::{bounded, duration, refused};
 
 /// A delay topic's flow control: its rate limit and how many dead letters it keeps, for how
 /// long.
+#[derive(Debug)]
 pub(crate) struct Flow {
     pub rate: Option<delayq_spec::Rate>,
     pub dead_max: u32,
@@ -63,4 +64,51 @@ pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
         }
     }
     Ok(flow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::DELAY_OPTIONS;
+
+    fn checked(attr: &str) -> Result<Flow, String> {
+        let args = Args::parse(attr.parse().unwrap(), DELAY_OPTIONS).map_err(|e| e.to_string())?;
+        flow(&args).map_err(|e| e.to_string())
+    }
+
+    // One refusal is a UI test (`burst_without_rate`); these are the rest, without building a
+    // crate each.
+    #[test]
+    fn flow_options_are_checked_with_the_runtimes_rules() {
+        let ok =
+            checked(r#"topic = "t", rate = "100/m", burst = 7, dead_max = 50, dead_ttl = "2h""#)
+                .unwrap();
+        let r = ok.rate.unwrap();
+        assert_eq!((r.count, r.period_ms, r.burst), (100, 60_000, 7));
+        assert_eq!((ok.dead_max, ok.dead_ttl_ms), (50, 7_200_000));
+        let d = checked(r#"topic = "t""#).unwrap();
+        assert!(d.rate.is_none());
+        assert_eq!((d.dead_max, d.dead_ttl_ms), (10_000, 2_592_000_000));
+        for (attr, says) in [
+            (
+                r#"topic = "t", rate = "100/day""#,
+                "invalid rate: expected N/s, N/m or N/h",
+            ),
+            (
+                r#"topic = "t", rate = "10/s", burst = 11"#,
+                "from 1 to the rate's 10",
+            ),
+            (
+                r#"topic = "t", dead_ttl = "10ms""#,
+                "dead_ttl must be at least 1s",
+            ),
+            (
+                r#"topic = "t", dead_max = 0"#,
+                "`dead_max` must be between 1 and 100000000",
+            ),
+        ] {
+            let e = checked(attr).unwrap_err();
+            assert!(e.contains(says), "{attr}: {e}");
+        }
+    }
 }

@@ -110,7 +110,7 @@ impl Ack {
     /// Not now: the message comes back after `after` without using an attempt (HTTP 429 with
     /// its `Retry-After`; a rate limit another service keeps). Its last error says
     /// `retry after <after>`. A stream entry comes back after `after` or the listener's
-    /// `min_idle`, whichever is shorter, and its delivery still counts (Redis counts them).
+    /// `min_idle`, whichever is shorter, its delivery not counted either.
     ///
     /// # Errors
     /// As [`ack`](Self::ack).

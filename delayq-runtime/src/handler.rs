@@ -36,7 +36,7 @@ pub enum Failure {
 /// again after the duration without using an attempt (the HTTP 429 case). Return it as the
 /// handler's `Err` (`Err(RetryAfter(d))`), or inside a `Box<dyn Error + Send + Sync>` (what
 /// `?` makes of it), anywhere in that error's `source()` chain. A stream entry comes back
-/// after the duration or `min_idle`, whichever is shorter, and Redis counts the delivery.
+/// after the duration or `min_idle`, whichever is shorter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAfter(pub Duration);
 

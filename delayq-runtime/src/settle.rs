@@ -25,8 +25,8 @@ pub(crate) trait Settle: Send + Sync + 'static {
         error: &str,
         dead_reason: Option<&str>,
     ) -> impl Future<Output = Result<(), AckError>> + Send;
-    /// Back after `after` without using an attempt (a topic's message; a stream entry comes
-    /// back after `after` or `min_idle`, whichever is shorter, and Redis counts the delivery).
+    /// Back after `after` without using an attempt (a stream entry comes back after `after`
+    /// or `min_idle`, whichever is shorter).
     /// `note` is kept as the last error.
     fn retry_after(
         &self,

@@ -52,17 +52,22 @@ pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
         },
         s.delayed.to_string(),
         s.inflight.to_string(),
-        if s.dead_dropped > 0 {
-            format!("{} ({} dropped)", s.dead, s.dead_dropped)
-        } else {
-            s.dead.to_string()
-        },
+        dead_cell(s.dead as u64, s.dead_dropped),
         relative_opt(s.next_due, s.read_at),
         relative_opt(s.oldest_claim_deadline, s.read_at),
         s.last_minute.ok.to_string(),
         s.last_minute.retry.to_string(),
         s.last_minute.dead.to_string(),
     ]
+}
+
+/// Dead letters, with those dropped past the bounds when there were any: `12 (7 dropped)`.
+fn dead_cell(dead: u64, dropped: u64) -> String {
+    if dropped > 0 {
+        format!("{dead} ({dropped} dropped)")
+    } else {
+        dead.to_string()
+    }
 }
 
 pub(crate) fn pending_json(m: &PendingMessage) -> Value {
@@ -139,6 +144,7 @@ pub(crate) fn stream_json(s: &StreamStats) -> Value {
         "stream": s.stream,
         "length": s.length,
         "dead": s.dead,
+        "dead_dropped": s.dead_dropped,
         "groups": s.groups.iter().map(|g| json!({
             "group": g.group,
             "consumers": g.consumers,
@@ -160,7 +166,11 @@ pub(crate) const STREAMS_HEADER: &[&str] = &[
 
 /// One row per group (a stream without groups gets one row of its own).
 pub(crate) fn stream_rows(s: &StreamStats) -> Vec<Vec<String>> {
-    let head = [s.stream.clone(), s.length.to_string(), s.dead.to_string()];
+    let head = [
+        s.stream.clone(),
+        s.length.to_string(),
+        dead_cell(s.dead, s.dead_dropped),
+    ];
     if s.groups.is_empty() {
         let mut row = head.to_vec();
         row.extend(["-", "-", "-", "-"].map(String::from));

@@ -123,7 +123,7 @@ impl Producer {
                         far,
                         [Outgoing {
                             id,
-                            replace: options.replace,
+                            replace: options.replace || options.debounce,
                             due,
                             max_attempts,
                             trace,

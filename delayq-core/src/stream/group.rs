@@ -89,6 +89,7 @@ impl StreamGroup {
         let mut inv = script.key(&self.keys.stream);
         inv.key(&self.keys.dead)
             .key(&self.keys.alive)
+            .key(&self.keys.dead_bounds)
             .arg(&self.keys.group)
             .arg(&*self.consumer);
         inv
@@ -216,6 +217,16 @@ impl StreamGroup {
     ) -> Result<bool> {
         let idle = min_idle.saturating_sub(backoff);
         Ok(self.hold(&[id], idle, 0).await?.first() == Some(&true))
+    }
+
+    /// Not now (`Ack::retry_after`): taken over again after `after` (at most `min_idle`),
+    /// with this delivery not counted. `false` when this consumer no longer holds it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn later(&self, id: &str, after: Duration, min_idle: Duration) -> Result<bool> {
+        let idle = min_idle.saturating_sub(after);
+        Ok(self.hold(&[id], idle, -1).await?.first() == Some(&true))
     }
 
     /// Hands entries back at a clean stop: they may be taken over at once, and the delivery

@@ -29,6 +29,8 @@ pub struct StreamStats {
     pub length: u64,
     /// Entries in its dead-letter stream (all groups).
     pub dead: u64,
+    /// Dead letters dropped in all, oldest first, past its groups' `dead_max` or `dead_ttl`.
+    pub dead_dropped: u64,
     /// Its consumer groups.
     pub groups: Vec<GroupStats>,
 }
@@ -54,9 +56,12 @@ impl Producer {
             .cmd("XLEN")
             .arg(&dead_key)
             .cmd("EXISTS")
-            .arg(stream);
+            .arg(stream)
+            .cmd("HGET")
+            .arg(super::keys::dead_bounds(stream))
+            .arg("dropped");
         let pipe = &pipe;
-        let (length, dead, exists): (u64, u64, bool) = self
+        let (length, dead, exists, dead_dropped): (u64, u64, bool, Option<u64>) = self
             .conn
             .run(|mut c| async move { pipe.query_async(&mut c).await })
             .await?;
@@ -77,6 +82,7 @@ impl Producer {
             stream: stream.to_string(),
             length,
             dead,
+            dead_dropped: dead_dropped.unwrap_or(0),
             groups: parse_groups(groups)?,
         })
     }

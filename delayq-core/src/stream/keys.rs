@@ -22,6 +22,9 @@ pub struct StreamKeys {
     pub dead: String,
     /// `{<stream>}:alive:<group>`: ZSET consumer → when its heartbeat expires (ms).
     pub alive: String,
+    /// `{<stream>}:dead:bounds`: HASH group → `<dead_max> <dead_ttl ms>` of each group that
+    /// trimmed the dead-letter stream, and `dropped` (dead letters dropped, in all).
+    pub dead_bounds: String,
 }
 
 impl StreamKeys {
@@ -37,8 +40,14 @@ impl StreamKeys {
             group: group.to_string(),
             dead: dead_stream(stream),
             alive: format!("{{{stream}}}:alive:{group}"),
+            dead_bounds: dead_bounds(stream),
         })
     }
+}
+
+/// The bounds its groups keep `stream`'s dead letters to, and the count dropped.
+pub fn dead_bounds(stream: &str) -> String {
+    format!("{{{stream}}}:dead:bounds")
 }
 
 /// The dead-letter stream of `stream`.

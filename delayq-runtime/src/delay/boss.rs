@@ -175,12 +175,14 @@ async fn sleep_to_due(
                         if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {
                             race.defer = true;
                         }
-                        // Only news after this boss's own last claim moves its sleep. A claim
-                        // that left nothing waiting ends a wait on the rate limit: sends must be
-                        // heard again.
+                        // Only news after this boss's own last claim moves its sleep. It also
+                        // ends a wait on the rate limit: another process claimed, perhaps the
+                        // last due message, and then stopped or filled its slots; sends must be
+                        // heard again (at most one empty claim per announcement, until this
+                        // boss's next claim finds the limit again).
                         if at_us > race.claimed_us {
                             deadline = local_time(next_ms, clock);
-                            race.deaf &= next_ms.is_some();
+                            race.deaf = false;
                         }
                         continue;
                     }

@@ -146,7 +146,7 @@ impl Settle for StreamClaim {
 
     async fn retry_after(&self, after: Duration, note: &str) -> Result<(), AckError> {
         let min_idle = self.options.ack_timeout();
-        if !self.group.retry_after(&self.id, after, min_idle).await? {
+        if !self.group.later(&self.id, after, min_idle).await? {
             return self.entry.stale();
         }
         tracing::debug!(note, retry_in = ?after.min(min_idle), "will be delivered again (retry_after)");

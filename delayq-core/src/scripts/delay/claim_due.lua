@@ -104,6 +104,11 @@ if #ids > 0 then
 end
 far_flush()
 local next, head = next_due()
+-- The test kit's credit is for what its travel made due: once nothing is due, it is spent.
+if credit > 0 and (next == -1 or next > now) then
+  redis.call('HDEL', KEYS[9], 'rate_credit')
+  credit = 0
+end
 -- Held back by the rate limit: look again when it lets the next one go.
 if interval and next ~= -1 and next <= now then
   next = math.max(next, math.ceil((tat - credit - burst * interval + interval) / 1000))

@@ -42,9 +42,13 @@ end
 
 local due = shift(KEYS[1])
 -- For a rate-limited topic, `d` passes for the limit too: the claims it would have let start
--- over `d` may start now (claim_due spends this credit before the limit's own time).
-if redis.call('HEXISTS', KEYS[9], 'rate_tat') == 1 then
-  redis.call('HINCRBY', KEYS[9], 'rate_credit', d * 1000)
+-- over `d` may start now, for the messages this travel made due (claim_due spends this credit
+-- before the limit's own time, and drops what is left once nothing is due).
+-- The limit's own time moves `d` earlier too, as every due time does.
+local tat = tonumber(redis.call('HGET', KEYS[9], 'rate_tat'))
+if tat then
+  redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', tat - d * 1000))
+  if due > 0 then redis.call('HINCRBY', KEYS[9], 'rate_credit', d * 1000) end
 end
 if due > 0 then wake(WAKE_TRAVEL) end
 if ARGV[4] == '1' and shift(KEYS[2]) > 0 then wake(WAKE_BACK) end

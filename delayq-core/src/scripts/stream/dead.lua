@@ -8,4 +8,4 @@ if not deliveries then
   return { 0, 0 }
 end
 bury(KEYS[1], KEYS[2], ARGV[1], ARGV[3], deliveries, ARGV[4])
-return { 1, trim_dead(KEYS[2], ARGV[5], ARGV[6]) }
+return { 1, trim_dead(KEYS[2], ARGV[1], ARGV[5], ARGV[6]) }

@@ -4,7 +4,8 @@
 --   KEYS[1] the stream (the user's key, e.g. orders.v1)
 --   KEYS[2] its dead-letter stream {<stream>}:dead
 --   KEYS[3] the group's alive set {<stream>}:alive:<group> (ZSET consumer -> expiry, ms)
--- The braces make all three hash to the stream's slot on a cluster. ARGV[1] is the group,
+--   KEYS[4] the dead letters' bounds {<stream>}:dead:bounds (see trim_dead)
+-- The braces make all four hash to the stream's slot on a cluster. ARGV[1] is the group,
 -- ARGV[2] the consumer this call acts for; each script's own arguments follow from ARGV[3].
 --
 -- Line numbers: this prelude is prepended to each script, so a Lua error in a script reports
@@ -47,16 +48,35 @@ local function bury(stream, dead, group, id, deliveries, reason)
   redis.call('XACK', stream, group, id)
 end
 
--- Dead letters past the group's bounds go, oldest first: the dead-letter stream keeps at most
--- `max` entries (the stream's, shared by its groups), each for `ttl_ms` (entry ids carry the
--- time they were written). Returns how many went; nothing when the bounds are not given.
-local function trim_dead(dead, max, ttl_ms)
+-- Dead letters past the bounds go, oldest first. The dead-letter stream is the stream's,
+-- shared by its groups, so it keeps what the loosest group's bounds keep: each group records
+-- its own `<max> <ttl ms>` in KEYS[4] (a group that left keeps its record: the error is on the
+-- side of keeping). At most DEAD_DROP_PER_CALL go by count in one call, and by age whole
+-- stream nodes (approximate trimming, bounded too), so a large backlog after an upgrade is
+-- trimmed over a few calls instead of blocking Redis. The number dropped is counted in
+-- KEYS[4]'s `dropped`; returns it. Nothing happens when the bounds are not given.
+local DEAD_DROP_PER_CALL = 1000
+local function trim_dead(dead, group, max, ttl_ms)
   max, ttl_ms = tonumber(max), tonumber(ttl_ms)
   if not max or not ttl_ms then return 0 end
-  local n = redis.call('XTRIM', dead, 'MAXLEN', '=', max)
+  redis.call('HSET', KEYS[4], group, string.format('%d %d', max, ttl_ms))
+  for _, v in ipairs(redis.call('HVALS', KEYS[4])) do
+    local m, t = string.match(v, '^(%d+) (%d+)$')
+    if m then
+      max, ttl_ms = math.max(max, tonumber(m)), math.max(ttl_ms, tonumber(t))
+    end
+  end
+  local n = 0
+  local len = redis.call('XLEN', dead)
+  if len > max then
+    local keep = len - math.min(len - max, DEAD_DROP_PER_CALL)
+    n = redis.call('XTRIM', dead, 'MAXLEN', '=', keep)
+  end
   local cutoff = now_ms() - ttl_ms
   if cutoff > 0 then
-    n = n + redis.call('XTRIM', dead, 'MINID', '=', string.format('%d', cutoff))
+    n = n + redis.call('XTRIM', dead, 'MINID', '~', string.format('%d', cutoff),
+      'LIMIT', DEAD_DROP_PER_CALL)
   end
+  if n > 0 then redis.call('HINCRBY', KEYS[4], 'dropped', n) end
   return n
 end

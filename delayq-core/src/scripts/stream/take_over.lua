@@ -34,7 +34,7 @@ redis.call('ZADD', KEYS[3], now + ttl, me)
 local live = redis.call('ZRANGEBYSCORE', KEYS[3], now, '+inf')
 local dropped = 0
 if ARGV[8] == '1' then
-  dropped = trim_dead(KEYS[2], ARGV[9], ARGV[10])
+  dropped = trim_dead(KEYS[2], group, ARGV[9], ARGV[10])
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
   local is_live = {}
   for _, c in ipairs(live) do
@@ -112,5 +112,5 @@ if #mine > 0 then
     end
   end
 end
-if #buried + #trimmed > 0 then dropped = dropped + trim_dead(KEYS[2], ARGV[9], ARGV[10]) end
+if #buried + #trimmed > 0 then dropped = dropped + trim_dead(KEYS[2], group, ARGV[9], ARGV[10]) end
 return { next_cursor, claimed, buried, trimmed, 0, dropped }

@@ -1,6 +1,6 @@
-//! Bounded dead letters on streams (#34 item 8): a stream listener's `dead_max` keeps the
-//! newest dead letters of its stream, and `dead_ttl` drops expired ones at the next cleanup
-//! step, with no new death needed.
+// Bounded dead letters on streams (#34 item 8): a stream listener's `dead_max` keeps the
+// newest dead letters of its stream, and `dead_ttl` drops expired ones at the next cleanup
+// step, with no new death needed.
 
 use std::time::Duration;
 
@@ -77,4 +77,41 @@ async fn expired_stream_dead_letters_go_at_the_next_cleanup_step() {
         .await
         .unwrap();
     assert_eq!(len, 0);
+}
+
+/// The dead-letter stream is shared by the stream's groups: it keeps what the loosest group's
+/// bounds keep, whichever group trims it, and `stream_stats` counts what went.
+#[tokio::test]
+async fn a_strict_group_does_not_trim_a_looser_groups_dead_letters() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let conn = RedisConn::connect(&server.url(), delayq_core::UrlOrigin::Default)
+        .await
+        .unwrap();
+    let strict = StreamGroup::new(conn.clone(), "st.shared", "strict", "c1")
+        .unwrap()
+        .with_dead_bounds(2, 3_600_000);
+    let loose = StreamGroup::new(conn.clone(), "st.shared", "loose", "c2")
+        .unwrap()
+        .with_dead_bounds(5, 3_600_000);
+    strict.create(true).await.unwrap();
+    loose.create(true).await.unwrap();
+    let cleanup = TakeOver {
+        alive_ttl: Duration::from_secs(10),
+        min_idle: Duration::from_secs(60),
+        count: 0,
+        max_deliveries: 16,
+        cursor: None,
+        cleanup: true,
+    };
+    loose.take_over(cleanup).await.unwrap(); // records its bounds
+    for n in 0..6u32 {
+        p.publish("st.shared", &n).await.unwrap();
+    }
+    for e in strict.read(&conn, 10, Duration::ZERO).await.unwrap() {
+        assert!(strict.dead_letter(&e.id, "test").await.unwrap());
+    }
+    let stats = p.stream_stats("st.shared").await.unwrap();
+    assert_eq!((stats.dead, stats.dead_dropped), (5, 1), "{stats:?}");
+    assert_eq!(strict.take_dead_dropped(), 1);
 }

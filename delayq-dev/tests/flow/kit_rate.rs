@@ -33,9 +33,21 @@ async fn an_advance_of_an_hour_lets_a_1_per_minute_topic_run_its_three_messages(
     t.advance(Duration::from_secs(3600)).await.unwrap();
     let idle = t.run_until_idle_within(Duration::from_secs(5)).await;
     let ran = RAN.all();
-    t.shutdown().await.unwrap();
     assert!(
         idle.is_ok() && ran.len() == 3,
         "after advance(1h): run_until_idle {idle:?}; ran {ran:?}"
     );
+    // The credit was for what that advance made due: an advance with nothing waiting gives
+    // none, and messages sent after it start at the limit's pace (one now, the burst).
+    t.advance(Duration::from_secs(3600)).await.unwrap();
+    for n in 3..6u32 {
+        t.producer()
+            .send("review.kit.rate", &n, Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ran = RAN.all();
+    t.shutdown().await.unwrap();
+    assert_eq!(ran.len(), 4, "credit left over from an empty advance: {ran:?}");
 }
