@@ -115,3 +115,30 @@ async fn a_strict_group_does_not_trim_a_looser_groups_dead_letters() {
     assert_eq!((stats.dead, stats.dead_dropped), (5, 1), "{stats:?}");
     assert_eq!(strict.take_dead_dropped(), 1);
 }
+
+static LATER: Seen<(u32, u32)> = Seen::new();
+
+/// `retry_after` on a stream entry: back after the delay, the delivery not counted, so three
+/// of them do not use up `max_deliveries = 2`.
+#[stream_listener(stream = "st.later", group = "g", max_deliveries = 2, min_idle = "1s")]
+async fn later_stream(msg: StreamMessage<u32>, ack: Ack) {
+    LATER.push((*msg.payload(), msg.deliveries()));
+    if LATER.all().len() <= 3 {
+        ack.retry_after(Duration::from_millis(200)).await.unwrap();
+    } else {
+        ack.ack().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_entry_told_retry_after_keeps_its_deliveries() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = stream_runtime(&server, &["st.later"]).await;
+    p.publish("st.later", &1u32).await.unwrap();
+    let runs = LATER.wait_for(4, Duration::from_secs(30)).await;
+    assert!(runs.iter().all(|(_, d)| *d == 1), "deliveries counted: {runs:?}");
+    let dead = p.stream_dead_letters("st.later", "g", 0..10).await.unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    rt.shutdown().await.unwrap();
+}
