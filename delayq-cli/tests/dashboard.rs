@@ -111,6 +111,19 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     .await
     .unwrap();
 
+    // Flow control shows beside the topic's name: paused, and the rate its listeners announced.
+    p.pause("dash.reminders").await.unwrap();
+    let rate = delayq_core::config::Rate::parse("100/s").unwrap();
+    delayq_core::protocol::queue(&p, "dash.reminders")
+        .unwrap()
+        .with_flow(delayq_core::protocol::Flow {
+            rate: Some(rate),
+            ..Default::default()
+        })
+        .announce_flow()
+        .await
+        .unwrap();
+
     let board = dashboard(&server.url(), &["--allow-writes"]);
     let agent = http_agent();
 
@@ -209,7 +222,7 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     let text = text.as_str().unwrap();
     for shown in [
         "dash.payments",
-        "dash.reminders",
+        "dash.reminders (paused, 100/s burst 10)",
         "dash.events",
         "dash.sale",
         "dash.nightly",
