@@ -4,24 +4,7 @@
 use crate::attr::Args;
 use crate::values::{bounded, duration, refused};
 
-/// A delay topic's flow control: its rate limit and how many dead letters it keeps, for how
-/// long.
-#[derive(Debug)]
-pub(crate) struct Flow {
-    pub rate: Option<delayq_spec::Rate>,
-    pub dead_max: u32,
-    pub dead_ttl_ms: u64,
-}
-
-impl Default for Flow {
-    fn default() -> Self {
-        Flow {
-            rate: None,
-            dead_max: delayq_spec::defaults::DEAD_MAX,
-            dead_ttl_ms: delayq_spec::defaults::DEAD_TTL_MS,
-        }
-    }
-}
+pub(crate) use delayq_spec::Flow;
 
 /// `rate`, `burst`, `dead_max` and `dead_ttl` of a `#[delay_listener]`.
 pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {

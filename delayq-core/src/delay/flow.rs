@@ -1,38 +1,12 @@
 //! A topic's flow control as its consumer enforces it: the rate limit its claims keep to, and
-//! how many dead letters it keeps, for how long.
+//! how many dead letters it keeps, for how long (`delayq-spec`'s [`Flow`]).
 
-use delayq_spec::defaults::{DEAD_MAX, DEAD_TTL_MS};
-use delayq_spec::Rate;
+pub use delayq_spec::Flow;
 
-/// Flow control of one topic, passed by the consumer with each claim and each settle (every
-/// process running the topic's listener enforces the same limits, in the scripts, so they
-/// hold across processes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flow {
-    /// Handler starts allowed per period for the whole topic, if limited.
-    pub rate: Option<Rate>,
-    /// Dead letters kept at most: past it the oldest are dropped.
-    pub dead_max: u32,
-    /// How long a dead letter is kept (ms).
-    pub dead_ttl_ms: u64,
-}
-
-impl Default for Flow {
-    fn default() -> Self {
-        Flow {
-            rate: None,
-            dead_max: DEAD_MAX,
-            dead_ttl_ms: DEAD_TTL_MS,
-        }
-    }
-}
-
-impl Flow {
-    /// The rate as claim_due reads it: `<interval µs> <burst>`, or `''` when unlimited.
-    pub(crate) fn rate_arg(&self) -> String {
-        match self.rate {
-            Some(r) => format!("{} {}", r.interval_us(), r.burst),
-            None => String::new(),
-        }
+/// The rate as claim_due reads it: `<interval µs> <burst>`, or `''` when unlimited.
+pub(crate) fn rate_arg(flow: &Flow) -> String {
+    match flow.rate {
+        Some(r) => format!("{} {}", r.interval_us(), r.burst),
+        None => String::new(),
     }
 }

@@ -152,7 +152,7 @@ pub(crate) fn claim_due(
     flow: &Flow,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.claim_due, k, far);
-    inv.arg(max).arg(lease_ms).arg(flow.rate_arg());
+    inv.arg(max).arg(lease_ms).arg(super::flow::rate_arg(flow));
     inv
 }
 

@@ -1,0 +1,29 @@
+//! A delay topic's flow control, as the attributes, the configuration and the claim scripts
+//! all take it: the rate limit its claims keep to, and how many dead letters it keeps, for how
+//! long.
+
+use crate::defaults::{DEAD_MAX, DEAD_TTL_MS};
+use crate::Rate;
+
+/// Flow control of one topic, passed by the consumer with each claim and each settle (every
+/// process running the topic's listener enforces the same limits, in the scripts, so they
+/// hold across processes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    /// Handler starts allowed per period for the whole topic, if limited.
+    pub rate: Option<Rate>,
+    /// Dead letters kept at most: past it the oldest are dropped.
+    pub dead_max: u32,
+    /// How long a dead letter is kept (ms).
+    pub dead_ttl_ms: u64,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Flow {
+            rate: None,
+            dead_max: DEAD_MAX,
+            dead_ttl_ms: DEAD_TTL_MS,
+        }
+    }
+}
