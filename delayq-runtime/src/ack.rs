@@ -115,10 +115,8 @@ impl Ack {
     /// # Errors
     /// As [`ack`](Self::ack).
     pub async fn retry_after(&self, after: Duration) -> Result<(), AckError> {
-        let note = format!(
-            "retry after {}",
-            delayq_core::config::format_duration(after)
-        );
+        // The same text an auto-ack handler's `Err(RetryAfter(after))` leaves.
+        let note = crate::handler::RetryAfter(after).to_string();
         self.held.retry_after(after, &note).await
     }
 
