@@ -7,6 +7,24 @@
 //! sends to a held-back topic, `retry_after(Duration::MAX)`, and the test kit's `advance` on a
 //! rate-limited topic. One test binary: each costs CI a link.
 
+/// A connection to `server`, which from now on keeps every command in its slow log (for the
+/// tests that count claim calls).
+fn log_every_command(server: &RedisServer) -> redis::Connection {
+    let mut c = server.connection();
+    for (k, v) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "100000"),
+    ] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query::<()>(&mut c)
+            .unwrap();
+    }
+    c
+}
+
 mod rate_processes {
     include!("flow/rate_processes.rs");
 }

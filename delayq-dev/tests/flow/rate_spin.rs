@@ -47,18 +47,7 @@ fn claim_calls(server: &RedisServer) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_to_a_rate_limited_backlog_do_not_make_the_boss_claim_for_nothing() {
     let server = RedisServer::start();
-    let mut c = server.connection();
-    for (k, v) in [
-        ("slowlog-log-slower-than", "0"),
-        ("slowlog-max-len", "100000"),
-    ] {
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(k)
-            .arg(v)
-            .query::<()>(&mut c)
-            .unwrap();
-    }
+    let mut c = crate::log_every_command(&server);
     let p = producer(&server).await;
     p.send_batch("review.spin", (0..50u32).map(|n| (n, Duration::ZERO)))
         .await

@@ -105,18 +105,7 @@ async fn tat_rt(n: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_at_100_per_second_recovers_from_a_far_rate_tat() {
     let server = RedisServer::start();
-    let mut c = server.connection();
-    for (k, v) in [
-        ("slowlog-log-slower-than", "0"),
-        ("slowlog-max-len", "100000"),
-    ] {
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(k)
-            .arg(v)
-            .query::<()>(&mut c)
-            .unwrap();
-    }
+    let mut c = crate::log_every_command(&server);
     let p = producer(&server).await;
     p.send_batch("review.tat.rt", (0..50u32).map(|n| (n, Duration::ZERO)))
         .await

@@ -37,6 +37,18 @@ async fn a_stream_keeps_its_newest_dead_letters_up_to_dead_max() {
     rt.shutdown().await.unwrap();
 }
 
+/// A take-over step that claims nothing and cleans up (where a group trims its dead letters).
+fn cleanup_step() -> TakeOver<'static> {
+    TakeOver {
+        alive_ttl: Duration::from_secs(10),
+        min_idle: Duration::from_secs(60),
+        count: 0,
+        max_deliveries: 16,
+        cursor: None,
+        cleanup: true,
+    }
+}
+
 #[tokio::test]
 async fn expired_stream_dead_letters_go_at_the_next_cleanup_step() {
     let server = RedisServer::start();
@@ -56,15 +68,7 @@ async fn expired_stream_dead_letters_go_at_the_next_cleanup_step() {
     }
     assert_eq!(group.take_dead_dropped(), 0);
     sleep_ms(1_100).await;
-    let step = TakeOver {
-        alive_ttl: Duration::from_secs(10),
-        min_idle: Duration::from_secs(60),
-        count: 0,
-        max_deliveries: 16,
-        cursor: None,
-        cleanup: true,
-    };
-    group.take_over(step).await.unwrap();
+    group.take_over(cleanup_step()).await.unwrap();
     assert_eq!(group.take_dead_dropped(), 2);
     let mut c = redis::Client::open(server.url())
         .unwrap()
@@ -96,15 +100,7 @@ async fn a_strict_group_does_not_trim_a_looser_groups_dead_letters() {
         .with_dead_bounds(5, 3_600_000);
     strict.create(true).await.unwrap();
     loose.create(true).await.unwrap();
-    let cleanup = TakeOver {
-        alive_ttl: Duration::from_secs(10),
-        min_idle: Duration::from_secs(60),
-        count: 0,
-        max_deliveries: 16,
-        cursor: None,
-        cleanup: true,
-    };
-    loose.take_over(cleanup).await.unwrap(); // records its bounds
+    loose.take_over(cleanup_step()).await.unwrap(); // records its bounds
     for n in 0..6u32 {
         p.publish("st.shared", &n).await.unwrap();
     }
