@@ -115,8 +115,10 @@ impl Ack {
     /// # Errors
     /// As [`ack`](Self::ack).
     pub async fn retry_after(&self, after: Duration) -> Result<(), AckError> {
-        // The same text an auto-ack handler's `Err(RetryAfter(after))` leaves.
-        let note = crate::handler::RetryAfter(after).to_string();
+        let note = format!(
+            "retry after {}",
+            delayq_core::config::format_duration(after)
+        );
         self.held.retry_after(after, &note).await
     }
 
