@@ -49,6 +49,9 @@ mod retry_after_huge {
 mod kit_rate {
     include!("flow/kit_rate.rs");
 }
+mod dedup_window {
+    include!("flow/dedup_window.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

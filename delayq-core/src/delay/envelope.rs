@@ -21,6 +21,8 @@ pub struct Envelope {
     pub dead_reason: String,
     /// The sender's W3C `traceparent`, or empty (see `trace.rs`).
     pub trace: String,
+    /// How long the id stays reserved once the message finished (`dedup_for`, ms), or 0.
+    pub dedup_ms: u64,
     /// The payload bytes (JSON as sent).
     pub payload: Vec<u8>,
 }
@@ -37,7 +39,7 @@ impl Envelope {
             .ok_or("no header line")?;
         let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
         let fields: Vec<&str> = header.split(' ').collect();
-        if !(8..=9).contains(&fields.len()) || fields[0] != "1" {
+        if !(8..=10).contains(&fields.len()) || fields[0] != "1" {
             return Err(format!("unknown header {header:?}"));
         }
         let num = |i: usize| -> Result<u64, String> {
@@ -46,11 +48,12 @@ impl Envelope {
                 .map_err(|_| format!("header field {i} is not a number in {header:?}"))
         };
         let (err_len, reason_len) = (num(6)? as usize, num(7)? as usize);
-        let trace_len = if fields.len() == 9 {
+        let trace_len = if fields.len() >= 9 {
             num(8)? as usize
         } else {
             0
         };
+        let dedup_ms = if fields.len() == 10 { num(9)? } else { 0 };
         let body = &raw[nl + 1..];
         if err_len + reason_len + trace_len > body.len() {
             return Err("lengths in the header exceed the envelope".to_string());
@@ -66,6 +69,7 @@ impl Envelope {
             last_error: text(&texts[..err_len]),
             dead_reason: text(&texts[err_len..err_len + reason_len]),
             trace: text(&texts[err_len + reason_len..]),
+            dedup_ms,
             payload: payload.to_vec(),
         })
     }
@@ -89,6 +93,14 @@ mod tests {
             (e.trace.as_str(), e.payload.as_slice()),
             ("00-ab", &b"{}"[..])
         );
+        assert_eq!(e.dedup_ms, 0);
+        let e = Envelope::parse(
+            b"1 1 2 0 100 200 0 0 0 60000
+{}",
+        )
+        .unwrap();
+        assert_eq!((e.trace.as_str(), e.dedup_ms), ("", 60000));
+        assert_eq!(e.payload, b"{}");
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct TopicKeys {
     pub farinfo: String,
     /// STRING, present while the topic is paused: no process claims its messages.
     pub paused: String,
+    /// ZSET id → until when (ms) the id stays reserved after its message finished, for
+    /// messages sent with `dedup_for`: a send with the id before then is a duplicate.
+    pub done: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -64,6 +67,7 @@ impl TopicKeys {
             far_index: key("where"),
             farinfo: key("farinfo"),
             paused: key("paused"),
+            done: key("done"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -77,7 +81,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 10] {
+    pub fn typed(&self) -> [(&str, &'static str); 11] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -89,6 +93,7 @@ impl TopicKeys {
             (&self.far_index, "hash"),
             (&self.farinfo, "hash"),
             (&self.paused, "string"),
+            (&self.done, "zset"),
         ]
     }
 }

@@ -23,6 +23,7 @@ mod flow;
 mod inspect;
 mod keys;
 mod pause;
+mod pending;
 mod queue;
 mod read_scripts;
 mod scripts;

@@ -45,7 +45,7 @@ scripts!(
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
-/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, then the far bucket keys the call may touch (`far`), the
+/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -62,7 +62,8 @@ pub(super) fn topic_script(
         .key(&k.far)
         .key(&k.far_index)
         .key(&k.farinfo)
-        .key(&k.paused);
+        .key(&k.paused)
+        .key(&k.done);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }
@@ -120,6 +121,8 @@ pub(crate) struct Outgoing<'a> {
     pub due: Due,
     /// 0 for the listener's default.
     pub max_attempts: u32,
+    /// How long the id stays reserved once the message finished (`dedup_for`), ms; 0 for not.
+    pub dedup_ms: u64,
     /// The sender's W3C traceparent, or empty.
     pub trace: &'a str,
     pub payload: &'a [u8],
@@ -138,6 +141,7 @@ pub(crate) fn send<'a>(
             .arg(kind)
             .arg(when)
             .arg(m.max_attempts)
+            .arg(m.dedup_ms)
             .arg(m.trace)
             .arg(m.payload);
     }

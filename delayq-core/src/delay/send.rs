@@ -1,5 +1,6 @@
-//! The delay queue's producer calls: send (one, with options, a batch), cancel, reschedule
-//! and counts. The dead-letter calls are in dead.rs, the operator's reads in inspect.rs.
+//! The delay queue's producer calls: send (one, with options, a batch). Cancel, reschedule
+//! and counts are in pending.rs, the dead-letter calls in dead.rs, the operator's reads in
+//! inspect.rs.
 
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +12,7 @@ use super::call::{explain, on_topic};
 use super::keys::TopicKeys;
 use super::queue::TopicQueue;
 use super::scripts::{self, Due, Outgoing};
-use super::send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, When};
+use super::send_options::{SendOptions, SendOutcome, When};
 use crate::catalog::Registered;
 use crate::connection::RedisConn;
 use crate::error::{Error, Result};
@@ -90,7 +91,7 @@ impl Producer {
     ) -> Result<SendOutcome> {
         let keys = self.keys(topic)?;
         let due = options.when.due()?;
-        options.check_debounce()?;
+        options.check_id_options()?;
         let id = match &options.id {
             Some(id) => MessageId::new(id.clone())?,
             None => MessageId::for_due(due.expected_unix_ms()),
@@ -114,6 +115,7 @@ impl Producer {
         // A send that waits for replicas writes on the connection it will wait on (and on
         // which nothing else waits behind it), noting first where the write will go.
         let started = std::time::Instant::now();
+        let dedup_ms = options.dedup_ms();
         let write = |conn: RedisConn| {
             let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
             async move {
@@ -126,6 +128,7 @@ impl Producer {
                             replace: options.replace || options.debounce,
                             due,
                             max_attempts,
+                            dedup_ms,
                             trace,
                             payload,
                         }],
@@ -217,6 +220,7 @@ impl Producer {
                 replace: false,
                 due: *due,
                 max_attempts: 0,
+                dedup_ms: 0,
                 trace: &trace,
                 payload,
             });
@@ -254,70 +258,6 @@ impl Producer {
             }
         }
         Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
-    }
-
-    /// Cancels a message that has not started.
-    ///
-    /// # Errors
-    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn cancel(&self, topic: &str, id: &MessageId) -> Result<Cancelled> {
-        let keys = self.keys(topic)?;
-        let far = Buckets::default().id(&keys, id);
-        let reply: String = declaring(&self.conn, &keys, far, |far| {
-            scripts::cancel(&keys, far, id)
-        })
-        .await?;
-        match reply.as_str() {
-            "removed" => Ok(Cancelled::Removed),
-            "inflight" => Ok(Cancelled::InFlight),
-            "notfound" => Ok(Cancelled::NotFound),
-            _ => Err(Error::unexpected("cancel", &reply)),
-        }
-    }
-
-    /// Moves a pending message to `delay` from now; `false` when it is not pending.
-    ///
-    /// # Errors
-    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call;
-    /// [`Error::DueTooFar`](crate::Error::DueTooFar).
-    pub async fn reschedule(&self, topic: &str, id: &MessageId, delay: Duration) -> Result<bool> {
-        let keys = self.keys(topic)?;
-        let due = When::Delay(delay).due()?;
-        let far = Buckets::default()
-            .due(&keys, due.expected_unix_ms())
-            .id(&keys, id);
-        let n: i64 = declaring(&self.conn, &keys, far, |far| {
-            scripts::reschedule(&keys, far, id, due)
-        })
-        .await?;
-        Ok(n == 1)
-    }
-
-    /// How many messages of `topic` are delayed, in flight and dead.
-    ///
-    /// # Errors
-    /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn counts(&self, topic: &str) -> Result<TopicCounts> {
-        let keys = self.keys(topic)?;
-        let mut pipe = redis::pipe();
-        pipe.zcard(&keys.delayed)
-            .hget(&keys.farinfo, "count")
-            .zcard(&keys.inflight)
-            .zcard(&keys.dead);
-        let pipe = &pipe;
-        let (hot, far, inflight, dead): (usize, Option<usize>, usize, usize) =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
-            })
-            .await?;
-        Ok(TopicCounts {
-            delayed: hot + far.unwrap_or(0),
-            inflight,
-            dead,
-        })
     }
 }
 

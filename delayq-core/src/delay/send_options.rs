@@ -56,6 +56,8 @@ pub struct SendOptions {
     pub(crate) replace: bool,
     /// Set by `debounce`, which needs a user id.
     pub(crate) debounce: bool,
+    /// Set by `dedup_for`, which needs a user id: how long the id stays reserved.
+    pub(crate) dedup_for: Option<Duration>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) replicas: u32,
     pub(crate) replica_timeout: Duration,
@@ -78,6 +80,7 @@ impl SendOptions {
             id: None,
             replace: false,
             debounce: false,
+            dedup_for: None,
             max_attempts: None,
             replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
@@ -122,13 +125,37 @@ impl SendOptions {
         self
     }
 
-    /// A debounce needs an id.
-    pub(crate) fn check_debounce(&self) -> crate::Result<()> {
+    /// With a user id: once this message finished (acknowledged, or moved to the dead
+    /// letters), its id stays reserved for `window`: a send with the id in that time returns
+    /// [`SendOutcome::Duplicate`] and changes nothing, whether or not it asks to
+    /// [`replace`](Self::replace). While the message is pending or in flight, sends with its id
+    /// behave as they always do. A cancel leaves no reservation; a resend after the window
+    /// starts afresh. Windows past the year 9999 are cut there.
+    pub fn dedup_for(mut self, window: Duration) -> Self {
+        self.dedup_for = Some(window);
+        self
+    }
+
+    /// The `dedup_for` window in ms as `send.lua` takes it (0 for none).
+    pub(crate) fn dedup_ms(&self) -> u64 {
+        self.dedup_for.map_or(0, |w| millis(w).min(MAX_DUE_MS))
+    }
+
+    /// A debounce or a dedup window needs an id.
+    pub(crate) fn check_id_options(&self) -> crate::Result<()> {
         if self.debounce && self.id.is_none() {
             return Err(crate::Error::InvalidOption {
                 option: "debounce",
                 reason: "needs an id: the sends it merges are the ones with the same id \
                          (SendOptions::new().id(\"doc-7\").debounce(window))"
+                    .into(),
+            });
+        }
+        if self.dedup_for.is_some() && self.id.is_none() {
+            return Err(crate::Error::InvalidOption {
+                option: "dedup_for",
+                reason: "needs an id: the window reserves that id \
+                         (SendOptions::new().id(\"invoice-7\").dedup_for(window))"
                     .into(),
             });
         }

@@ -9,11 +9,17 @@ for i = 3, #ARGV, 2 do
 end
 local deadlines = redis.call('ZMSCORE', KEYS[2], unpack(ids))
 local raws = redis.call('HMGET', KEYS[3], unpack(ids))
-local out, done = {}, {}
+local out, done, reserved = {}, {}, {}
 for i, id in ipairs(ids) do
   if deadlines[i] and token_of(raws[i]) == tokens[i] then
     done[#done + 1] = id
     out[i] = 1
+    -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
+    local window = dedup_of(raws[i])
+    if window > 0 then
+      reserved[#reserved + 1] = window
+      reserved[#reserved + 1] = id
+    end
   else
     out[i] = 0
   end
@@ -21,6 +27,8 @@ end
 if #done > 0 then
   redis.call('ZREM', KEYS[2], unpack(done))
   redis.call('HDEL', KEYS[3], unpack(done))
-  count('ok', #done, now_ms())
+  local now = now_ms()
+  count('ok', #done, now)
+  reserve(reserved, now)
 end
 return out

@@ -7,7 +7,7 @@
 --   µs, by which every claim so far would have been spaced out at the full rate; a claim may
 --   take as many as fit `burst` intervals ahead of now). A message held back stays due and
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
--- KEYS[11], when given: the far bucket the boss expects to promote next (see far.lua)
+-- KEYS[12], when given: the far bucket the boss expects to promote next (see far.lua)
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, 1 when due messages wait on the rate limit (else 0), id1, envelope1,
 -- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;

@@ -8,6 +8,8 @@
 --   buckets" below), `rate_tat` (the rate limit's, see claim_due.lua), `dead_dropped` (dead
 --   letters dropped past the bounds, in all, see trim_dead) and `rate` (the limit announced)
 --   KEYS[10] paused (present while the topic is paused: claim_due claims nothing)
+--   KEYS[11] done (id -> until when, ms, the id stays reserved after its message finished:
+--   the messages sent with `dedup_for`, see `reserve`)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -19,6 +21,9 @@
 -- or, for a message sent from inside a traced span, with a ninth header field and the
 -- sender's W3C `traceparent` between the reason and the payload:
 --   "1 ... <reason_len> <trace_len>\n" .. last_error .. dead_reason .. trace .. payload
+-- and, for a message sent with `dedup_for`, a tenth, its window (ms; the ninth is then there,
+-- 0 without a trace):
+--   "1 ... <reason_len> <trace_len> <dedup_ms>\n" .. (the same)
 -- attempt:  handler runs that counted (a clean shutdown hands one back)
 -- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
 --           so it is unique in the topic for all time, even when an id is sent again after an
@@ -42,8 +47,8 @@ local function decode(raw)
   if type(raw) ~= 'string' then return nil end
   local nl = string.find(raw, '\n', 1, true)
   if not nl then return nil end
-  local v, a, d, m, e, due, el, rl, tl = string.match(string.sub(raw, 1, nl - 1),
-    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
+  local v, a, d, m, e, due, el, rl, tl, dd = string.match(string.sub(raw, 1, nl - 1),
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*) ?(%d*)$')
   if v ~= '1' then return nil end
   el = tonumber(el)
   rl = tonumber(rl)
@@ -56,13 +61,18 @@ local function decode(raw)
     dead_reason = string.sub(raw, nl + el + 1, nl + el + rl),
     trace = string.sub(raw, nl + el + rl + 1, nl + el + rl + tl),
     payload = string.sub(raw, nl + el + rl + tl + 1),
+    dedup = tonumber(dd) or 0,
   }
 end
 
 local function encode(m)
   local header = string.format('1 %d %d %d %d %d %d %d', m.attempt, m.token, m.max_attempts,
     m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
-  if #m.trace > 0 then header = header .. ' ' .. #m.trace end
+  if (m.dedup or 0) > 0 then
+    header = header .. string.format(' %d %d', #m.trace, m.dedup)
+  elseif #m.trace > 0 then
+    header = header .. ' ' .. #m.trace
+  end
   return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. m.payload
 end
 
@@ -144,11 +154,35 @@ local function count(outcome, n, now)
   end
 end
 
--- Moves an id to the dead letters, keeping its envelope (with the reason) in msg.
+-- Reservations (`dedup_for`): a finished message (acked or dead) whose envelope carries a
+-- window keeps its id reserved in KEYS[11] until now + window; send.lua answers a send with
+-- a reserved id `duplicate`. `pairs` is a flat list of window (ms), id. Reservations whose time
+-- passed are removed on the way (and by the back pool's sweep, `unreserve_expired`), so a
+-- quiet id costs nothing once its window is over.
+local function unreserve_expired(now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', string.format('%d', now))
+end
+local function reserve(pairs, now)
+  if #pairs == 0 then return end
+  for i = 1, #pairs, 2 do pairs[i] = string.format('%d', now + pairs[i]) end
+  redis.call('ZADD', KEYS[11], unpack(pairs))
+  unreserve_expired(now)
+end
+
+-- The `dedup_for` window of a raw envelope from its header alone (0 for none, or when the
+-- header does not parse).
+local function dedup_of(raw)
+  if type(raw) ~= 'string' then return 0 end
+  return tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)\n')) or 0
+end
+
+-- Moves an id to the dead letters, keeping its envelope (with the reason) in msg; a message
+-- sent with `dedup_for` has finished: its id stays reserved for the window.
 local function bury(id, m, reason, now)
   m.dead_reason = reason
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
+  if (m.dedup or 0) > 0 then reserve({ m.dedup, id }, now) end
 end
 
 -- Dead letters past the topic's bounds (`dead_max` kept at most, each for `dead_ttl_ms`) are

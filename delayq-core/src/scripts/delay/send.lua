@@ -1,18 +1,21 @@
 -- send.lua: new messages enter `delayed`, or their far bucket when due later than about two
 -- minutes from now (one call for one message or a whole batch).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the call may touch)
--- then 7 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, trace, payload
+-- then 8 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, trace,
+-- payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed, far or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
+--   dedup: ms the id stays reserved once the message finished (`dedup_for`), or 0
 --   trace: the sender's W3C traceparent, or ''
+-- An id reserved in `done` (KEYS[11], see `reserve`) is a duplicate, whatever the mode.
 -- The ids of one call are distinct.
 -- Returns one code per message: 'created', 'duplicate' or 'replaced'.
 local now = now_ms()
 
 -- Which far buckets the call needs: each message's, and those its id may already be in.
 local batch, seen, soon_far = {}, {}, false
-for i = 3, #ARGV, 7 do
+for i = 3, #ARGV, 8 do
   local id, kind = ARGV[i], ARGV[i + 2]
   if seen[id] then return redis.error_reply('delayq: id ' .. id .. ' twice in one send') end
   seen[id] = true
@@ -30,13 +33,18 @@ if missing then return missing end
 
 local old_next = next_due()
 local earliest = -1
+-- Ids reserved after their message finished (`dedup_for`): looked up only when there are any.
+local reserved = redis.call('EXISTS', KEYS[11]) == 1
 local out = {}
 -- Where each replaced message was, cleared once every message is placed (see far.lua).
 local clear = {}
 for _, s in ipairs(batch) do
   local id, mode, i = s.id, ARGV[s.i + 1], s.i
   local outcome, was = 'created', nil
-  if redis.call('HEXISTS', KEYS[3], id) == 1 then
+  local until_ms = reserved and tonumber(redis.call('ZSCORE', KEYS[11], id))
+  if until_ms and until_ms > now then
+    outcome = 'duplicate'
+  elseif redis.call('HEXISTS', KEYS[3], id) == 1 then
     if redis.call('ZSCORE', KEYS[2], id) then
       outcome = 'duplicate'
     elseif redis.call('ZSCORE', KEYS[1], id) then
@@ -57,8 +65,8 @@ for _, s in ipairs(batch) do
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
-      due_ms = s.due, last_error = '', dead_reason = '', trace = ARGV[i + 5],
-      payload = ARGV[i + 6] }
+      due_ms = s.due, last_error = '', dead_reason = '', dedup = tonumber(ARGV[i + 5]),
+      trace = ARGV[i + 6], payload = ARGV[i + 7] }
     local look, now_in = place(id, m, now, s.t)
     if earliest == -1 or look < earliest then earliest = look end
     if was then clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in } end

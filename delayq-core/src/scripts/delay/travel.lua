@@ -50,6 +50,9 @@ if tat then
   redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', tat - d * 1000))
   if due > 0 then redis.call('HINCRBY', KEYS[9], 'rate_credit', d * 1000) end
 end
+-- Reservations (`dedup_for`) end `d` earlier too.
+shift(KEYS[11])
+unreserve_expired(now)
 if due > 0 then wake(WAKE_TRAVEL) end
 if ARGV[4] == '1' and shift(KEYS[2]) > 0 then wake(WAKE_BACK) end
 return { due, 0 }
