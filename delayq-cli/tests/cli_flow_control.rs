@@ -1,7 +1,7 @@
 //! Flow control in the CLI. `delayq pause TOPIC` and `delayq resume TOPIC`: the state a
 //! producer and every runtime see, an unknown topic refused, and what each says when nothing
-//! changes. `delayq stats` shows a topic's rate limit and the dead letters dropped past
-//! `dead_max`.
+//! changes. `delayq stats` shows a topic's rate limit, the dead letters dropped past
+//! `dead_max`, and the runs stopped at their `timeout` in the last minute.
 
 use std::time::Duration;
 
@@ -100,4 +100,48 @@ async fn stats_show_the_rate_and_the_dead_letters_dropped() {
         .unwrap();
     let run = delayq(&url, &["--json", "stats", "cli.flow"]);
     assert!(run.json()[0]["rate"].is_null(), "{}", run.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_show_the_runs_stopped_at_their_timeout() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let p = producer(&server).await;
+    let q = queue(&p, "cli.slow").unwrap();
+    for n in 0..3u8 {
+        p.send("cli.slow", &n, Duration::ZERO).await.unwrap();
+    }
+    let claimed = q
+        .claim_due(10, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .claimed;
+    // Two stopped at their timeout (as the runtime settles them), one failed plainly.
+    for (i, c) in claimed.iter().enumerate() {
+        let out = if i < 2 {
+            q.nack_timed_out(
+                &c.id,
+                c.token(),
+                Duration::from_secs(60),
+                "timed out after 1s",
+                16,
+            )
+            .await
+        } else {
+            q.nack(&c.id, c.token(), Duration::from_secs(60), "boom", 16, None)
+                .await
+        };
+        assert_eq!(out.unwrap(), NackOutcome::Retry);
+    }
+    let run = delayq(&url, &["--json", "stats", "cli.slow"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let minute = &run.json()[0]["last_minute"];
+    assert_eq!(
+        (&minute["retry"], &minute["timed_out"]),
+        (&3.into(), &2.into()),
+        "{}",
+        run.stdout
+    );
+    let run = delayq(&url, &["stats", "cli.slow"]);
+    assert!(run.stdout.contains("3 (2 timed out)"), "{}", run.stdout);
 }

@@ -45,8 +45,8 @@ mod trace;
 
 pub use connection::MIN_REDIS_VERSION;
 pub use delay::{
-    Cancelled, DeadLetter, Outcomes, PendingMessage, SendOptions, SendOutcome, TopicCounts,
-    TopicStats, DEFAULT_REPLICA_TIMEOUT,
+    Cancelled, DeadLetter, Outcomes, PendingMessage, Priority, SendOptions, SendOutcome,
+    TopicCounts, TopicStats, DEFAULT_REPLICA_TIMEOUT,
 };
 pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};

@@ -52,6 +52,12 @@ mod kit_rate {
 mod dedup_window {
     include!("flow/dedup_window.rs");
 }
+mod priority {
+    include!("flow/priority.rs");
+}
+mod dedup_edges {
+    include!("flow/dedup_edges.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -109,6 +109,13 @@ async fn a_hung_handler_is_stopped_at_its_timeout_retried_dead_lettered_and_free
         2,
         "each hung run's future was dropped"
     );
+    // `delayq stats` (and the dashboard) count them in Redis: one retried, one dead, both
+    // timed out; the quick ones' plain outcomes are not.
+    let handled = p.topic_stats("timeout.one").await.unwrap().last_minute;
+    assert_eq!(
+        (handled.ok, handled.retry, handled.dead, handled.timed_out),
+        (3, 1, 1, 2)
+    );
     rt.shutdown().await.unwrap();
 }
 

@@ -146,10 +146,10 @@ pub use delay::{Message, TopicDelivery};
 pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
 pub use delayq_core::{
     AckError, Cancelled, CatchUp, DeadLetter, Error, GroupStats, LeaderLease, Leadership,
-    MessageId, Outcomes, PendingMessage, Producer, PublishOptions, RoomConfig, RoomCounts,
-    RoomStatus, Schedule, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats,
-    TickOutcome, TickReport, TopicCounts, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX,
-    DEFAULT_MISFIRE_AFTER, LAYOUT_VERSION,
+    MessageId, Outcomes, PendingMessage, Priority, Producer, PublishOptions, RoomConfig,
+    RoomCounts, RoomStatus, Schedule, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter,
+    StreamStats, TickOutcome, TickReport, TopicCounts, TopicStats, UrlOrigin, WaitingRoom,
+    CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER, LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.

@@ -25,6 +25,11 @@ pub(crate) trait Settle: Send + Sync + 'static {
         error: &str,
         dead_reason: Option<&str>,
     ) -> impl Future<Output = Result<(), AckError>> + Send;
+    /// Stopped at the listener's `timeout`: failed like `nack` (`error` says so), and counted
+    /// as a timeout where the store keeps outcome counts (a topic's `delayq stats`).
+    fn timed_out(&self, error: &str) -> impl Future<Output = Result<(), AckError>> + Send {
+        self.nack(error, None)
+    }
     /// Back after `after` without using an attempt (a stream entry comes back after `after`
     /// or `min_idle`, whichever is shorter).
     /// `note` is kept as the last error.

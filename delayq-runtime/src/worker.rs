@@ -145,6 +145,8 @@ pub(crate) async fn drive<L: Settle>(
         }
         Ok(Err(Failure::Error(error)))
     };
+    // Whether the run was stopped at its limit (then its failure is a timeout).
+    let mut stopped = false;
     let finished = loop {
         tokio::select! {
             // The handler first: most finish at their first poll, and then the renewal timer
@@ -152,6 +154,7 @@ pub(crate) async fn drive<L: Settle>(
             biased;
             result = &mut handler => break result,
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                stopped = true;
                 break timed_out();
             }
             _ = tokio::time::sleep(renew_every), if !claim_lost => {
@@ -164,7 +167,10 @@ pub(crate) async fn drive<L: Settle>(
                 let renewed = match deadline {
                     Some(at) => match tokio::time::timeout_at(at, renewal).await {
                         Ok(renewed) => renewed,
-                        Err(_) => break timed_out(),
+                        Err(_) => {
+                            stopped = true;
+                            break timed_out();
+                        }
                     },
                     None => renewal.await,
                 };
@@ -205,6 +211,10 @@ pub(crate) async fn drive<L: Settle>(
     }
     match after_run(result) {
         AfterRun::Ack => settle(ctx, "ack", || claim.ack()).await,
+        // Its timeout was logged when it was stopped.
+        AfterRun::Retry(error) if stopped => {
+            settle(ctx, "retry", || claim.timed_out(&error)).await;
+        }
         AfterRun::Retry(error) => {
             tracing::warn!(%error, "handler failed");
             settle(ctx, "retry", || claim.nack(&error, None)).await;

@@ -22,6 +22,7 @@ pub(crate) fn stats_json(s: &TopicStats) -> Value {
             "ok": s.last_minute.ok,
             "retry": s.last_minute.retry,
             "dead": s.last_minute.dead,
+            "timed_out": s.last_minute.timed_out,
         },
         "read_at_ms": ms(s.read_at),
         "paused": s.paused,
@@ -56,7 +57,14 @@ pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
         relative_opt(s.next_due, s.read_at),
         relative_opt(s.oldest_claim_deadline, s.read_at),
         s.last_minute.ok.to_string(),
-        s.last_minute.retry.to_string(),
+        if s.last_minute.timed_out > 0 {
+            format!(
+                "{} ({} timed out)",
+                s.last_minute.retry, s.last_minute.timed_out
+            )
+        } else {
+            s.last_minute.retry.to_string()
+        },
         s.last_minute.dead.to_string(),
     ]
 }

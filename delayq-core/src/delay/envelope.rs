@@ -23,6 +23,8 @@ pub struct Envelope {
     pub trace: String,
     /// How long the id stays reserved once the message finished (`dedup_for`, ms), or 0.
     pub dedup_ms: u64,
+    /// Its priority, 0-255 (128 when sent without one).
+    pub priority: u8,
     /// The payload bytes (JSON as sent).
     pub payload: Vec<u8>,
 }
@@ -39,7 +41,7 @@ impl Envelope {
             .ok_or("no header line")?;
         let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
         let fields: Vec<&str> = header.split(' ').collect();
-        if !(8..=10).contains(&fields.len()) || fields[0] != "1" {
+        if !(8..=11).contains(&fields.len()) || fields[0] != "1" {
             return Err(format!("unknown header {header:?}"));
         }
         let num = |i: usize| -> Result<u64, String> {
@@ -53,7 +55,12 @@ impl Envelope {
         } else {
             0
         };
-        let dedup_ms = if fields.len() == 10 { num(9)? } else { 0 };
+        let dedup_ms = if fields.len() >= 10 { num(9)? } else { 0 };
+        let priority = if fields.len() == 11 {
+            u8::try_from(num(10)?).map_err(|_| format!("priority over 255 in {header:?}"))?
+        } else {
+            128
+        };
         let body = &raw[nl + 1..];
         if err_len + reason_len + trace_len > body.len() {
             return Err("lengths in the header exceed the envelope".to_string());
@@ -70,6 +77,7 @@ impl Envelope {
             dead_reason: text(&texts[err_len..err_len + reason_len]),
             trace: text(&texts[err_len + reason_len..]),
             dedup_ms,
+            priority,
             payload: payload.to_vec(),
         })
     }
@@ -100,6 +108,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!((e.trace.as_str(), e.dedup_ms), ("", 60000));
+        assert_eq!(e.priority, 128);
+        let e = Envelope::parse(b"1 1 2 0 100 200 0 0 0 0 192\n{}").unwrap();
+        assert_eq!((e.dedup_ms, e.priority), (0, 192));
+        assert!(Envelope::parse(b"1 1 2 0 100 200 0 0 0 0 256\n{}").is_err());
         assert_eq!(e.payload, b"{}");
     }
 

@@ -39,6 +39,9 @@ pub struct TopicKeys {
     /// ZSET id → until when (ms) the id stays reserved after its message finished, for
     /// messages sent with `dedup_for`: a send with the id before then is a duplicate.
     pub done: String,
+    /// ZSET, for a topic that has had a message with a priority: its due messages, scored by
+    /// priority, then due time (`prelude.lua`, "Priorities"); claims take its head.
+    pub ready: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -68,6 +71,7 @@ impl TopicKeys {
             farinfo: key("farinfo"),
             paused: key("paused"),
             done: key("done"),
+            ready: key("ready"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -81,7 +85,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 11] {
+    pub fn typed(&self) -> [(&str, &'static str); 12] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -94,6 +98,7 @@ impl TopicKeys {
             (&self.farinfo, "hash"),
             (&self.paused, "string"),
             (&self.done, "zset"),
+            (&self.ready, "zset"),
         ]
     }
 }

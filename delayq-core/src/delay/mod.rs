@@ -30,6 +30,7 @@ mod scripts;
 mod send;
 mod send_options;
 mod settle_failed;
+mod stats;
 mod ticks;
 #[cfg(feature = "testing")]
 mod travel;
@@ -37,14 +38,17 @@ mod travel;
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use flow::Flow;
-pub use inspect::{Outcomes, PendingMessage, TopicStats};
+pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{
     ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
     MAX_CLAIM_BATCH,
 };
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
-pub use send_options::{Cancelled, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT};
+pub use send_options::{
+    Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,
+};
+pub use stats::{Outcomes, TopicStats};
 pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};
 #[cfg(feature = "testing")]

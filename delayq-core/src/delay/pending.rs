@@ -62,15 +62,16 @@ impl Producer {
         pipe.zcard(&keys.delayed)
             .hget(&keys.farinfo, "count")
             .zcard(&keys.inflight)
-            .zcard(&keys.dead);
+            .zcard(&keys.dead)
+            .zcard(&keys.ready);
         let pipe = &pipe;
-        let (hot, far, inflight, dead): (usize, Option<usize>, usize, usize) =
+        let (hot, far, inflight, dead, ready): (usize, Option<usize>, usize, usize, usize) =
             on_topic(&self.conn, &keys, |mut conn| async move {
                 pipe.query_async(&mut conn).await
             })
             .await?;
         Ok(TopicCounts {
-            delayed: hot + far.unwrap_or(0),
+            delayed: hot + ready + far.unwrap_or(0),
             inflight,
             dead,
         })

@@ -45,7 +45,7 @@ scripts!(
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
-/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, then the far bucket keys the call may touch (`far`), the
+/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -63,7 +63,8 @@ pub(super) fn topic_script(
         .key(&k.far_index)
         .key(&k.farinfo)
         .key(&k.paused)
-        .key(&k.done);
+        .key(&k.done)
+        .key(&k.ready);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }
@@ -123,6 +124,8 @@ pub(crate) struct Outgoing<'a> {
     pub max_attempts: u32,
     /// How long the id stays reserved once the message finished (`dedup_for`), ms; 0 for not.
     pub dedup_ms: u64,
+    /// 0-255, higher claimed first among due messages.
+    pub priority: u8,
     /// The sender's W3C traceparent, or empty.
     pub trace: &'a str,
     pub payload: &'a [u8],
@@ -142,6 +145,7 @@ pub(crate) fn send<'a>(
             .arg(when)
             .arg(m.max_attempts)
             .arg(m.dedup_ms)
+            .arg(m.priority)
             .arg(m.trace)
             .arg(m.payload);
     }
@@ -183,6 +187,8 @@ pub(crate) struct Failure<'a> {
     pub dead_reason: Option<&'a str>,
     /// The attempt does not count: back after the backoff whatever attempts remain.
     pub later: bool,
+    /// The run was stopped at its listener's `timeout` (counted as a timeout too).
+    pub timed_out: bool,
     /// The topic's dead-letter bounds.
     pub flow: &'a Flow,
 }
@@ -201,7 +207,11 @@ pub(crate) fn nack(
         .arg(failure.error)
         .arg(failure.default_max_attempts)
         .arg(failure.dead_reason.unwrap_or(""))
-        .arg(if failure.later { "1" } else { "0" })
+        .arg(match (failure.later, failure.timed_out) {
+            (true, _) => "1",
+            (false, true) => "t",
+            (false, false) => "0",
+        })
         .arg(failure.flow.dead_max)
         .arg(failure.flow.dead_ttl_ms);
     inv

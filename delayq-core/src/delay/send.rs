@@ -12,7 +12,7 @@ use super::call::{explain, on_topic};
 use super::keys::TopicKeys;
 use super::queue::TopicQueue;
 use super::scripts::{self, Due, Outgoing};
-use super::send_options::{SendOptions, SendOutcome, When};
+use super::send_options::{Priority, SendOptions, SendOutcome, When};
 use crate::catalog::Registered;
 use crate::connection::RedisConn;
 use crate::error::{Error, Result};
@@ -116,6 +116,7 @@ impl Producer {
         // which nothing else waits behind it), noting first where the write will go.
         let started = std::time::Instant::now();
         let dedup_ms = options.dedup_ms();
+        let priority = options.priority.level();
         let write = |conn: RedisConn| {
             let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
             async move {
@@ -129,6 +130,7 @@ impl Producer {
                             due,
                             max_attempts,
                             dedup_ms,
+                            priority,
                             trace,
                             payload,
                         }],
@@ -221,6 +223,7 @@ impl Producer {
                 due: *due,
                 max_attempts: 0,
                 dedup_ms: 0,
+                priority: Priority::Normal.level(),
                 trace: &trace,
                 payload,
             });

@@ -58,6 +58,7 @@ pub struct SendOptions {
     pub(crate) debounce: bool,
     /// Set by `dedup_for`, which needs a user id: how long the id stays reserved.
     pub(crate) dedup_for: Option<Duration>,
+    pub(crate) priority: Priority,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) replicas: u32,
     pub(crate) replica_timeout: Duration,
@@ -81,6 +82,7 @@ impl SendOptions {
             replace: false,
             debounce: false,
             dedup_for: None,
+            priority: Priority::Normal,
             max_attempts: None,
             replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
@@ -136,6 +138,18 @@ impl SendOptions {
         self
     }
 
+    /// Among the topic's due messages, higher priority is claimed first; within one
+    /// priority, the earliest due first. Never early: a message waits for its due time
+    /// whatever its priority. [`Priority::Low`], [`Normal`](Priority::Normal) (the default),
+    /// [`High`](Priority::High), or any level as a `u8` (`.priority(200)`), higher first.
+    ///
+    /// A topic that never sees a priority other than the default claims as before; the first
+    /// message with one makes its claims order due messages by priority from then on.
+    pub fn priority(mut self, priority: impl Into<Priority>) -> Self {
+        self.priority = priority.into();
+        self
+    }
+
     /// The `dedup_for` window in ms as `send.lua` takes it (0 for none).
     pub(crate) fn dedup_ms(&self) -> u64 {
         self.dedup_for.map_or(0, |w| millis(w).min(MAX_DUE_MS))
@@ -185,6 +199,52 @@ impl SendOptions {
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = Some(n);
         self
+    }
+}
+
+/// A message's priority ([`SendOptions::priority`]): among due messages, the higher is
+/// claimed first. `Low`, `Normal` and `High` are the levels 64, 128 and 192 of 0-255; a `u8`
+/// converts into its own level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priority {
+    /// Level 64: after every `Normal` message that is due.
+    Low,
+    /// Level 128, what a message without a priority has.
+    #[default]
+    Normal,
+    /// Level 192: before every `Normal` message that is due.
+    High,
+    /// Any level, 0-255, higher first.
+    Level(u8),
+}
+
+impl Priority {
+    /// The level, 0-255.
+    pub fn level(self) -> u8 {
+        match self {
+            Priority::Low => 64,
+            Priority::Normal => 128,
+            Priority::High => 192,
+            Priority::Level(n) => n,
+        }
+    }
+}
+
+impl From<u8> for Priority {
+    fn from(level: u8) -> Self {
+        Priority::Level(level)
+    }
+}
+
+impl PartialOrd for Priority {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Priority {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.level().cmp(&other.level())
     }
 }
 

@@ -44,6 +44,32 @@ impl TopicQueue {
             default_max_attempts,
             dead_reason,
             later: false,
+            timed_out: false,
+            flow: &self.flow,
+        };
+        self.settle_failed(id, token, failure).await
+    }
+
+    /// As [`nack`](Self::nack) without a dead reason, for a run stopped at its listener's
+    /// `timeout`: also counted as a timeout in the topic's outcome counters (`delayq stats`).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn nack_timed_out(
+        &self,
+        id: &MessageId,
+        token: u64,
+        backoff: Duration,
+        error: &str,
+        default_max_attempts: u32,
+    ) -> Result<NackOutcome> {
+        let failure = Failure {
+            backoff_ms: millis(backoff),
+            error,
+            default_max_attempts,
+            dead_reason: None,
+            later: false,
+            timed_out: true,
             flow: &self.flow,
         };
         self.settle_failed(id, token, failure).await
@@ -68,6 +94,7 @@ impl TopicQueue {
             default_max_attempts: 1,
             dead_reason: None,
             later: true,
+            timed_out: false,
             flow: &self.flow,
         };
         self.settle_failed(id, token, failure).await

@@ -58,6 +58,50 @@ impl Claim {
             options,
         })
     }
+
+    /// A failed run settled: retried after the listener's backoff or dead-lettered (see
+    /// `nack`); `timed_out` when the run was stopped at the listener's `timeout`.
+    async fn fail(
+        &self,
+        error: &str,
+        dead_reason: Option<&str>,
+        timed_out: bool,
+    ) -> Result<(), AckError> {
+        let backoff = self.options.backoff.delay(self.attempt);
+        let (id, token, max) = (&self.id, self.token, self.options.max_attempts);
+        let outcome = if timed_out {
+            self.queue
+                .nack_timed_out(id, token, backoff, error, max)
+                .await?
+        } else {
+            self.queue
+                .nack(id, token, backoff, error, max, dead_reason)
+                .await?
+        };
+        match outcome {
+            NackOutcome::Stale => self.entry.stale(),
+            NackOutcome::Retry => {
+                tracing::debug!(
+                    retry_in = %delayq_core::config::format_duration(backoff),
+                    "will retry"
+                );
+                self.meter.handled(Outcome::Retry, 1);
+                self.entry.settle();
+                Ok(())
+            }
+            NackOutcome::Dead => {
+                tracing::warn!(
+                    error,
+                    reason = dead_reason.unwrap_or("max_attempts reached"),
+                    "moved to the dead letters"
+                );
+                self.meter.handled(Outcome::Dead, 1);
+                self.meter.dead_dropped(self.queue.take_dead_dropped());
+                self.entry.settle();
+                Ok(())
+            }
+        }
+    }
 }
 
 impl Settle for Claim {
@@ -90,41 +134,11 @@ impl Settle for Claim {
     /// Retry after the listener's backoff, or dead when attempts are used up (or at once when
     /// `dead_reason` is given).
     async fn nack(&self, error: &str, dead_reason: Option<&str>) -> Result<(), AckError> {
-        let backoff = self.options.backoff.delay(self.attempt);
-        let outcome = self
-            .queue
-            .nack(
-                &self.id,
-                self.token,
-                backoff,
-                error,
-                self.options.max_attempts,
-                dead_reason,
-            )
-            .await?;
-        match outcome {
-            NackOutcome::Stale => self.entry.stale(),
-            NackOutcome::Retry => {
-                tracing::debug!(
-                    retry_in = %delayq_core::config::format_duration(backoff),
-                    "will retry"
-                );
-                self.meter.handled(Outcome::Retry, 1);
-                self.entry.settle();
-                Ok(())
-            }
-            NackOutcome::Dead => {
-                tracing::warn!(
-                    error,
-                    reason = dead_reason.unwrap_or("max_attempts reached"),
-                    "moved to the dead letters"
-                );
-                self.meter.handled(Outcome::Dead, 1);
-                self.meter.dead_dropped(self.queue.take_dead_dropped());
-                self.entry.settle();
-                Ok(())
-            }
-        }
+        self.fail(error, dead_reason, false).await
+    }
+
+    async fn timed_out(&self, error: &str) -> Result<(), AckError> {
+        self.fail(error, None, true).await
     }
 
     /// Back after `after`, the attempt handed back.

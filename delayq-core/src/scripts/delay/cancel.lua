@@ -9,7 +9,7 @@ need_lookup(id, t, false)
 local missing = missing_buckets()
 if missing then return missing end
 if redis.call('ZSCORE', KEYS[2], id) then return 'inflight' end
-if redis.call('ZREM', KEYS[1], id) == 1 then
+if redis.call('ZREM', KEYS[1], id) == 1 or redis.call('ZREM', KEYS[12], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
   return 'removed'
 end

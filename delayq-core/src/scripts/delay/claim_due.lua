@@ -7,7 +7,10 @@
 --   µs, by which every claim so far would have been spaced out at the full rate; a claim may
 --   take as many as fit `burst` intervals ahead of now). A message held back stays due and
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
--- KEYS[12], when given: the far bucket the boss expects to promote next (see far.lua)
+-- KEYS[13], when given: the far bucket the boss expects to promote next (see far.lua)
+-- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
+-- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
+-- claims take its head, the highest priority first and, within one, the earliest due.
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, 1 when due messages wait on the rate limit (else 0), id1, envelope1,
 -- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;
@@ -24,9 +27,11 @@ promote(now)
 local limit = tonumber(ARGV[3])
 local interval, burst = string.match(ARGV[5] or '', '^(%S+) (%d+)$')
 local tat, credit = nil, 0
+local prio
 if interval then
   interval, burst = tonumber(interval), tonumber(burst)
-  local state = redis.call('HMGET', KEYS[9], 'rate_tat', 'rate_credit')
+  local state = redis.call('HMGET', KEYS[9], 'rate_tat', 'rate_credit', 'prio')
+  prio = state[3]
   tat = tonumber(state[1]) or 0
   -- Time the test kit's travel passed (µs, travel.lua): claims it would have let start.
   credit = tonumber(state[2]) or 0
@@ -42,10 +47,36 @@ if interval then
     redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
   end
   limit = math.min(limit, math.floor((now_micros - tat + credit) / interval + burst))
+else
+  prio = redis.call('HGET', KEYS[9], 'prio')
+end
+-- With priorities, the due messages first move to `ready` by priority (all of them, up to
+-- READY_MOVE_MAX: what is already there keeps its place, so the order holds among all due).
+local READY_MOVE_MAX = 1000
+if prio then
+  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+    READY_MOVE_MAX)
+  if #due > 0 then
+    local moving = {}
+    for i = 1, #due, 2 do moving[#moving + 1] = due[i] end
+    local raws = redis.call('HMGET', KEYS[3], unpack(moving))
+    local scores = {}
+    for i, id in ipairs(moving) do
+      scores[#scores + 1] = ready_score(priority_of(raws[i]), tonumber(due[2 * i]))
+      scores[#scores + 1] = id
+    end
+    -- The new home first (see far.lua): ZRANGEBYSCORE from -inf returned ranks 0 .. n-1.
+    redis.call('ZADD', KEYS[12], unpack(scores))
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #moving - 1)
+  end
 end
 local ids = {}
 if limit > 0 then
-  ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+  if prio then
+    ids = redis.call('ZRANGE', KEYS[12], 0, limit - 1)
+  else
+    ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+  end
 end
 if interval and #ids > 0 then
   local used = #ids * interval
@@ -65,8 +96,9 @@ local out = { now_micros, -1, -1, 0 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[4])
-  -- ZRANGEBYSCORE from -inf returned ranks 0 .. #ids-1: remove exactly those in one call.
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)
+  -- ZRANGEBYSCORE from -inf (or ZRANGE from 0) returned ranks 0 .. #ids-1: remove exactly
+  -- those in one call.
+  redis.call('ZREMRANGEBYRANK', prio and KEYS[12] or KEYS[1], 0, #ids - 1)
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
   -- One token per id from the topic's counter (ids that turn out undeliverable leave gaps;
   -- tokens need only be unique and increasing).
@@ -104,6 +136,8 @@ if #ids > 0 then
 end
 far_flush()
 local next, head = next_due()
+-- Due messages wait in `ready`: look again now (or when the rate limit lets one go).
+if prio and redis.call('EXISTS', KEYS[12]) == 1 then next = now end
 -- The test kit's credit is for what its travel made due: once nothing is due, it is spent.
 if credit > 0 and (next == -1 or next > now) then
   redis.call('HDEL', KEYS[9], 'rate_credit')

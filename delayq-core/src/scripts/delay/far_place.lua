@@ -1,7 +1,8 @@
 -- far_place.lua: storing, removing and promoting far messages, shared by the delay queue's
 -- scripts (prepended after far.lua, whose buckets, declared keys and lookups it uses).
 
--- A far record: a fresh message (never claimed, no error, no option, no trace, no dedup window) as
+-- A far record: a fresh message (never claimed, no error, no option, no trace, no dedup window,
+-- the default priority) as
 --   "F<due - start of its bucket> <due - enqueued>\n" .. payload
 -- with both numbers in base 36 (ms): 12 bytes of header for a message due in an hour, which
 -- keeps a 96-byte payload's record in a 112-byte allocation. Any other message is stored as
@@ -23,6 +24,7 @@ end
 local function far_encode(m, b)
   if m.attempt == 0 and m.token == 0 and m.max_attempts == 0 and m.last_error == ''
       and m.dead_reason == '' and m.trace == '' and (m.dedup or 0) == 0
+      and (m.priority or DEFAULT_PRIORITY) == DEFAULT_PRIORITY
       and m.due_ms >= m.enqueued_ms then
     return 'F' .. base36(m.due_ms - b * width()) .. ' ' .. base36(m.due_ms - m.enqueued_ms) .. '\n'
       .. m.payload
@@ -40,6 +42,7 @@ local function far_decode(raw, b)
   return {
     attempt = 0, token = 0, max_attempts = 0, enqueued_ms = due - delay, due_ms = due,
     last_error = '', dead_reason = '', trace = '', payload = string.sub(raw, body), dedup = 0,
+    priority = DEFAULT_PRIORITY,
   }
 end
 

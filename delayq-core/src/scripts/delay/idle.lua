@@ -2,7 +2,7 @@
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- Returns { messages due now (hot, or in a far bucket whose promotion has come), claimed }.
 local now = now_ms()
-local due = redis.call('ZCOUNT', KEYS[1], '-inf', now)
+local due = redis.call('ZCOUNT', KEYS[1], '-inf', now) + redis.call('ZCARD', KEYS[12])
 local first = redis.call('ZRANGE', KEYS[7], 0, 0)
 if first[1] and promote_at(tonumber(first[1])) <= now then due = due + 1 end
 return { due, redis.call('ZCARD', KEYS[2]) }

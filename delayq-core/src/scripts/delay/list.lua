@@ -3,7 +3,8 @@
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets it reads)
 -- ARGV[3] state: 'delayed' or 'dead'
 -- ARGV[4] 'range': ARGV[5] start index, ARGV[6] stop index (inclusive), of the sorted set
---                  (for 'delayed': the hot messages only)
+--                  (for 'delayed': the hot messages only, those due in `ready` first, see
+--                  "Priorities" in prelude.lua, then those of `delayed`)
 --         'id':    ARGV[5] the one id to read (hot or far)
 --         'far':   ARGV[5] a far bucket number, ARGV[6] an HSCAN cursor ('0' to start),
 --                  ARGV[7] COUNT: one bounded step through that bucket, in no order
@@ -25,6 +26,10 @@ if ARGV[4] == 'id' then
   local missing = missing_buckets()
   if missing then return missing end
   local score = redis.call('ZSCORE', set, id)
+  if not score and set == KEYS[1] then
+    score = redis.call('ZSCORE', KEYS[12], id)
+    if score then score = string.format('%d', ready_due(score)) end
+  end
   if score then
     add(id, score, redis.call('HGET', KEYS[3], id))
   elseif set == KEYS[1] then
@@ -50,6 +55,18 @@ if ARGV[4] == 'far' then
   return out
 end
 local start, stop = tonumber(ARGV[5]), tonumber(ARGV[6])
+if set == KEYS[1] then
+  local ready = redis.call('ZCARD', KEYS[12])
+  if start < ready then
+    local page = redis.call('ZRANGE', KEYS[12], start, math.min(stop, ready - 1), 'WITHSCORES')
+    for i = 1, #page, 2 do
+      add(page[i], string.format('%d', ready_due(page[i + 1])),
+        redis.call('HGET', KEYS[3], page[i]))
+    end
+  end
+  start, stop = math.max(start - ready, 0), stop - ready
+  if stop < 0 then return out end
+end
 local page = redis.call('ZRANGE', set, start, stop, 'WITHSCORES')
 for i = 1, #page, 2 do
   add(page[i], page[i + 1], redis.call('HGET', KEYS[3], page[i]))

@@ -5,7 +5,8 @@
 -- ARGV[6] error text (kept as last_error)   ARGV[7] default max_attempts
 -- ARGV[8] dead reason: '' to retry while attempts remain, else dead-letter now with it
 -- ARGV[9] '1' when the attempt does not count (retry_after: back after the backoff whatever
--- attempts remain, its attempt handed back)
+-- attempts remain, its attempt handed back); 't' when the run was stopped at its listener's
+-- `timeout` (a failure like any other, also counted as a `timeout` outcome); else '0'
 -- ARGV[10] dead_max   ARGV[11] dead_ttl ms (see trim_dead)
 -- Returns 'retry', 'dead <dead letters dropped>' or 'stale'.
 local id = ARGV[3]
@@ -22,6 +23,7 @@ end
 local missing = missing_buckets()
 if missing then return missing end
 redis.call('ZREM', KEYS[2], id)
+if ARGV[9] == 't' then count('timeout', 1, now) end
 m.last_error = ARGV[6]
 if ARGV[8] ~= '' or (not later and m.attempt >= max) then
   local reason = ARGV[8]

@@ -10,6 +10,8 @@
 --   KEYS[10] paused (present while the topic is paused: claim_due claims nothing)
 --   KEYS[11] done (id -> until when, ms, the id stays reserved after its message finished:
 --   the messages sent with `dedup_for`, see `reserve`)
+--   KEYS[12] ready (for a topic that has had a message with a priority: its due messages,
+--   by priority then due time, see "Priorities" below)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -22,8 +24,9 @@
 -- sender's W3C `traceparent` between the reason and the payload:
 --   "1 ... <reason_len> <trace_len>\n" .. last_error .. dead_reason .. trace .. payload
 -- and, for a message sent with `dedup_for`, a tenth, its window (ms; the ninth is then there,
--- 0 without a trace):
---   "1 ... <reason_len> <trace_len> <dedup_ms>\n" .. (the same)
+-- 0 without a trace), and for one sent with a priority other than the default (128), an
+-- eleventh, its priority (0-255; the ninth and tenth are then there, 0 when unused):
+--   "1 ... <reason_len> <trace_len> <dedup_ms> <priority>\n" .. (the same)
 -- attempt:  handler runs that counted (a clean shutdown hands one back)
 -- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
 --           so it is unique in the topic for all time, even when an id is sent again after an
@@ -43,12 +46,16 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
+-- Priorities: 0-255, higher first; what a message without one has (send_options.rs'
+-- Priority::Normal).
+local DEFAULT_PRIORITY = 128
+
 local function decode(raw)
   if type(raw) ~= 'string' then return nil end
   local nl = string.find(raw, '\n', 1, true)
   if not nl then return nil end
-  local v, a, d, m, e, due, el, rl, tl, dd = string.match(string.sub(raw, 1, nl - 1),
-    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*) ?(%d*)$')
+  local v, a, d, m, e, due, el, rl, tl, dd, pr = string.match(string.sub(raw, 1, nl - 1),
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*) ?(%d*) ?(%d*)$')
   if v ~= '1' then return nil end
   el = tonumber(el)
   rl = tonumber(rl)
@@ -62,13 +69,17 @@ local function decode(raw)
     trace = string.sub(raw, nl + el + rl + 1, nl + el + rl + tl),
     payload = string.sub(raw, nl + el + rl + tl + 1),
     dedup = tonumber(dd) or 0,
+    priority = tonumber(pr) or DEFAULT_PRIORITY,
   }
 end
 
 local function encode(m)
   local header = string.format('1 %d %d %d %d %d %d %d', m.attempt, m.token, m.max_attempts,
     m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
-  if (m.dedup or 0) > 0 then
+  local priority = m.priority or DEFAULT_PRIORITY
+  if priority ~= DEFAULT_PRIORITY then
+    header = header .. string.format(' %d %d %d', #m.trace, m.dedup or 0, priority)
+  elseif (m.dedup or 0) > 0 then
     header = header .. string.format(' %d %d', #m.trace, m.dedup)
   elseif #m.trace > 0 then
     header = header .. ' ' .. #m.trace
@@ -157,14 +168,22 @@ end
 -- Reservations (`dedup_for`): a finished message (acked or dead) whose envelope carries a
 -- window keeps its id reserved in KEYS[11] until now + window; send.lua answers a send with
 -- a reserved id `duplicate`. `pairs` is a flat list of window (ms), id. Reservations whose time
--- passed are removed on the way (and by the back pool's sweep, `unreserve_expired`), so a
--- quiet id costs nothing once its window is over.
+-- passed are removed on the way (and by the back pool's sweep, `unreserve_expired`), at most
+-- UNRESERVE_PER_CALL a call (windows that all ended together go over a few calls), so a
+-- quiet id costs nothing once its window is over. A reservation ends by the year 9999
+-- (MAX_DUE_MS, as time.rs') at the latest.
+local UNRESERVE_PER_CALL = 1000
+local MAX_DUE_MS = 253402300799999
 local function unreserve_expired(now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', string.format('%d', now))
+  local n = math.min(redis.call('ZCOUNT', KEYS[11], '-inf', string.format('%d', now)),
+    UNRESERVE_PER_CALL)
+  if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, n - 1) end
 end
 local function reserve(pairs, now)
   if #pairs == 0 then return end
-  for i = 1, #pairs, 2 do pairs[i] = string.format('%d', now + pairs[i]) end
+  for i = 1, #pairs, 2 do
+    pairs[i] = string.format('%d', math.min(now + pairs[i], MAX_DUE_MS))
+  end
   redis.call('ZADD', KEYS[11], unpack(pairs))
   unreserve_expired(now)
 end
@@ -173,7 +192,31 @@ end
 -- header does not parse).
 local function dedup_of(raw)
   if type(raw) ~= 'string' then return 0 end
-  return tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)\n')) or 0
+  return tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)[ \n]')) or 0
+end
+
+-- Priorities. A topic that has had a message with a priority other than the default (send.lua
+-- sets `prio` in KEYS[9]) claims through KEYS[12] `ready`: claim_due first moves the due
+-- messages of `delayed` there, scored by priority, then due time (READY_BLOCK ms a priority,
+-- the higher first: due times up to the year 2109 fit), and claims from its head. A message
+-- in `ready` is delayed and due: every script that looks for a delayed message looks there
+-- too. A topic that never used priorities never has `ready`.
+local READY_BLOCK = 4398046511104 -- 2^42 ms
+local function ready_score(priority, due)
+  local d = math.max(0, math.min(due, READY_BLOCK - 1))
+  return string.format('%d', (255 - priority) * READY_BLOCK + d)
+end
+-- The due time of a `ready` score.
+local function ready_due(score)
+  return tonumber(score) % READY_BLOCK
+end
+-- The priority of a raw envelope from its header alone (the default for none, or when the
+-- header does not parse).
+local function priority_of(raw)
+  if type(raw) ~= 'string' then return DEFAULT_PRIORITY end
+  local p = tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)\n'))
+  if not p or p > 255 then return DEFAULT_PRIORITY end
+  return p
 end
 
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg; a message

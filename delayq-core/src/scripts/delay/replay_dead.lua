@@ -29,6 +29,9 @@ for _, id in ipairs(ids) do
       m.attempt = 0
       m.dead_reason = ''
       m.due_ms = now
+      -- Pending again: its death's reservation (`dedup_for`) ends, as a pending id's sends
+      -- behave as they always do; its next finish reserves the id again.
+      if m.dedup > 0 then redis.call('ZREM', KEYS[11], id) end
       redis.call('HSET', KEYS[3], id, encode(m))
       redis.call('ZREM', KEYS[4], id)
       redis.call('ZADD', KEYS[1], now, id)

@@ -10,6 +10,9 @@ local now = now_ms()
 local due = tonumber(ARGV[5])
 if ARGV[4] == 'delay' then due = now + due end
 local hot = redis.call('ZSCORE', KEYS[1], id)
+-- Due and waiting in `ready` (priorities): moved like a hot one, then taken out of `ready`.
+local ready = not hot and redis.call('ZSCORE', KEYS[12], id)
+hot = hot or ready
 if goes_far(due, now) then need(bucket_of(due)) end
 if not hot then need_lookup(id, t, false) end
 local missing = missing_buckets()
@@ -31,8 +34,9 @@ m.due_ms = due
 local look, now_in = place(id, m, now, t)
 far_flush()
 if hot then
+  if ready then redis.call('ZREM', KEYS[12], id) end
   if now_in then
-    redis.call('ZREM', KEYS[1], id)
+    if not ready then redis.call('ZREM', KEYS[1], id) end
     redis.call('HDEL', KEYS[3], id)
   end
 else

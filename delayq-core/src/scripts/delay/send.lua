@@ -1,12 +1,15 @@
 -- send.lua: new messages enter `delayed`, or their far bucket when due later than about two
 -- minutes from now (one call for one message or a whole batch).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the call may touch)
--- then 8 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, trace,
--- payload
+-- then 9 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, priority,
+-- trace, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed, far or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
 --   dedup: ms the id stays reserved once the message finished (`dedup_for`), or 0
+--   priority: 0-255, higher claimed first among due messages (DEFAULT_PRIORITY: none); the
+--     first message with another one marks the topic (`prio` in KEYS[9]): from then on its
+--     claims go through `ready` (see prelude.lua)
 --   trace: the sender's W3C traceparent, or ''
 -- An id reserved in `done` (KEYS[11], see `reserve`) is a duplicate, whatever the mode.
 -- The ids of one call are distinct.
@@ -14,8 +17,8 @@
 local now = now_ms()
 
 -- Which far buckets the call needs: each message's, and those its id may already be in.
-local batch, seen, soon_far = {}, {}, false
-for i = 3, #ARGV, 8 do
+local batch, seen, soon_far, prioritized = {}, {}, false, false
+for i = 3, #ARGV, 9 do
   local id, kind = ARGV[i], ARGV[i + 2]
   if seen[id] then return redis.error_reply('delayq: id ' .. id .. ' twice in one send') end
   seen[id] = true
@@ -26,6 +29,7 @@ for i = 3, #ARGV, 8 do
     soon_far = true
   end
   batch[#batch + 1] = { i = i, id = id, due = due, t = id_time(id) }
+  if tonumber(ARGV[i + 6]) ~= DEFAULT_PRIORITY then prioritized = true end
 end
 for _, s in ipairs(batch) do need_lookup(s.id, s.t, soon_far) end
 local missing = missing_buckets()
@@ -49,6 +53,8 @@ for _, s in ipairs(batch) do
       outcome = 'duplicate'
     elseif redis.call('ZSCORE', KEYS[1], id) then
       if mode == 'replace' then outcome, was = 'replaced', 'hot' else outcome = 'duplicate' end
+    elseif redis.call('ZSCORE', KEYS[12], id) then
+      if mode == 'replace' then outcome, was = 'replaced', 'ready' else outcome = 'duplicate' end
     elseif redis.call('ZSCORE', KEYS[4], id) then
       -- A dead message with this id is done with: the new send starts it afresh.
       was = 'dead'
@@ -66,7 +72,7 @@ for _, s in ipairs(batch) do
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
       due_ms = s.due, last_error = '', dead_reason = '', dedup = tonumber(ARGV[i + 5]),
-      trace = ARGV[i + 6], payload = ARGV[i + 7] }
+      priority = tonumber(ARGV[i + 6]), trace = ARGV[i + 7], payload = ARGV[i + 8] }
     local look, now_in = place(id, m, now, s.t)
     if earliest == -1 or look < earliest then earliest = look end
     if was then clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in } end
@@ -79,6 +85,8 @@ for _, c in ipairs(clear) do
     far_remove(c.id, c.was, c.t, c.now_in)
   else
     if c.was == 'dead' then redis.call('ZREM', KEYS[4], c.id) end
+    -- Out of `ready` wherever it went: it is due again at its new time.
+    if c.was == 'ready' then redis.call('ZREM', KEYS[12], c.id) end
     -- Placed hot, the message overwrote its entries in `delayed` and `msg`; placed far, it
     -- leaves them.
     if c.now_in then
@@ -88,6 +96,7 @@ for _, c in ipairs(clear) do
   end
 end
 far_flush()
+if prioritized then redis.call('HSET', KEYS[9], 'prio', 1) end
 -- Wake the bosses when this send moved the time they must look earlier, or when that time
 -- has already come (then a boss may not know of it: a wake-up lost in a reconnect, or a
 -- foreign write).

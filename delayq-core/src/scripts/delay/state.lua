@@ -14,7 +14,9 @@ local function attempt()
 end
 if redis.call('ZSCORE', KEYS[2], id) then return { 'inflight', attempt() } end
 if redis.call('ZSCORE', KEYS[4], id) then return { 'dead', attempt() } end
-if redis.call('ZSCORE', KEYS[1], id) then return { 'delayed', attempt() } end
+if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[12], id) then
+  return { 'delayed', attempt() }
+end
 local b = far_bucket(id, t)
 if b then
   local m = far_decode(redis.call('HGET', far_key(b), id), b)

@@ -59,11 +59,17 @@ local payload = redis.call('HGET', record, 'payload')
 local missed = tonumber(ARGV[6]) + (tonumber(redis.call('HGET', record, 'missed')) or 0)
 for i = 13, first_tick - 1 do
   local id = ARGV[i]
-  local due = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  local set = KEYS[1]
+  local due = tonumber(redis.call('ZSCORE', set, id))
+  if not due then
+    -- Due and waiting in `ready` (a topic with priorities).
+    due = redis.call('ZSCORE', KEYS[12], id)
+    if due then due, set = ready_due(due), KEYS[12] end
+  end
   if due and due < cutoff then
     local m = decode(redis.call('HGET', KEYS[3], id))
     if m and m.token == 0 then
-      redis.call('ZREM', KEYS[1], id)
+      redis.call('ZREM', set, id)
       redis.call('HDEL', KEYS[3], id)
       missed = missed + 1
     end
