@@ -125,6 +125,14 @@ impl DeadAction {
             DeadAction::Purge => "purged",
         }
     }
+
+    /// The command's word: `replay`, `purge`.
+    pub(crate) fn verb(self) -> &'static str {
+        match self {
+            DeadAction::Replay => "replay",
+            DeadAction::Purge => "purge",
+        }
+    }
 }
 
 /// Replays or purges one dead letter (`Some(id)`: fails when it is not dead) or all of a

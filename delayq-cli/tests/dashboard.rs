@@ -278,6 +278,64 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
         "[...document.querySelectorAll('#topics td')].some(td => td.textContent === '3')",
         Duration::from_secs(10),
     );
+
+    // Press Pause on dash.payments (confirmed): every process stops claiming it; the row then
+    // offers Resume.
+    let clicked = browser.eval(
+        "window.confirm = () => true; \
+         const payments = [...document.querySelectorAll('#topics tr')] \
+           .find(tr => tr.firstChild.textContent === 'dash.payments'); \
+         [...payments.querySelectorAll('button')].find(b => b.textContent === 'Pause').click(); true",
+    );
+    assert_eq!(clicked, true);
+    let paused = || async { p.is_paused("dash.payments").await.unwrap() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !paused().await && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(paused().await, "the Pause button did not pause the topic");
+    browser.wait_for(
+        "[...document.querySelectorAll('#topics button')].some(b => b.textContent === 'Resume')",
+        Duration::from_secs(10),
+    );
+    let shot = screenshots_dir().join("dashboard-paused.png");
+    screenshot(profile.path(), &board.url(), &shot, (1200, 600), 3000);
+    // Each write is an audit line on the dashboard's stdout: when, from where, what, result.
+    let audit = board.later_lines();
+    for what in [
+        "replay dead letter pay-5 of dash.payments: 1 replayed",
+        "pause dash.payments: paused",
+    ] {
+        assert!(
+            audit.iter().any(|l| l.starts_with("audit: 20")
+                && l.contains("127.0.0.1:")
+                && l.ends_with(what)),
+            "no audit line for {what:?}: {audit:?}"
+        );
+    }
+    // Refused like every write: read-only, unconfirmed; an unknown topic or action is 404.
+    let flow =
+        |base: &str, topic: &str, action: &str| format!("{base}/api/topics/{topic}/flow/{action}");
+    let (code, body) = post(
+        &agent,
+        &flow(&read_only.url(), "dash.payments", "resume"),
+        true,
+    );
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = post(
+        &agent,
+        &flow(&board.url(), "dash.payments", "resume"),
+        false,
+    );
+    assert_eq!(code, 400, "{body}");
+    let (code, _) = post(&agent, &flow(&board.url(), "dash.nope", "pause"), true);
+    assert_eq!(code, 404);
+    let (code, _) = post(&agent, &flow(&board.url(), "dash.payments", "stop"), true);
+    assert_eq!(code, 404);
+    assert!(paused().await, "a refused resume changed nothing");
+    let (code, body) = post(&agent, &flow(&board.url(), "dash.payments", "resume"), true);
+    assert_eq!((code, &body["outcome"]), (200, &json!("resumed")), "{body}");
+    assert!(!paused().await);
 }
 
 /// Dead letters of dash.payments, read directly from Redis.

@@ -12,6 +12,8 @@ pub struct Service {
     child: Child,
     /// The first line it printed on stdout.
     pub first_line: String,
+    /// The lines it printed after the first (read as they come, so its stdout never fills).
+    later: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Service {
@@ -22,10 +24,25 @@ impl Service {
             .spawn()
             .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
         let mut first_line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first_line)
-            .expect("read its first line");
-        Service { child, first_line }
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        out.read_line(&mut first_line).expect("read its first line");
+        let later = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = later.clone();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Service {
+            child,
+            first_line,
+            later,
+        }
+    }
+
+    /// The lines it printed on stdout after the first, so far.
+    pub fn later_lines(&self) -> Vec<String> {
+        self.later.lock().unwrap().clone()
     }
 
     /// Sends `sig` and waits up to `within` for the process to exit: its exit status, or

@@ -7,11 +7,14 @@
 //! on another site whose name was re-pointed at this machine (DNS rebinding) is refused;
 //! a write whose `Origin` (or `Sec-Fetch-Site`) says it comes from another site is refused;
 //! with `--token`, every API call needs `Authorization: Bearer <token>`.
+//!
+//! Each write that reaches a route is logged on stdout as one audit line: when, who (the
+//! remote address, and whether it presented the token), what, and what came of it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
@@ -95,7 +98,8 @@ pub(crate) async fn serve(
         .route("/api/overview", get(overview))
         .route("/api/topics/{topic}/dead", get(dead_list))
         .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
-        .route("/api/topics/{topic}/dead-all/{action}", post(write_all));
+        .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
+        .route("/api/topics/{topic}/flow/{action}", post(flow_write));
     let board = Arc::new(Board {
         producer,
         access,
@@ -104,12 +108,15 @@ pub(crate) async fn serve(
     let app = app
         .layer(middleware::from_fn_with_state(board.clone(), guard))
         .with_state(board);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| Failure::Failed(format!("the dashboard stopped: {e}")))
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .map_err(|e| Failure::Failed(format!("the dashboard stopped: {e}")))
 }
 
 async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failure> {
@@ -165,9 +172,74 @@ fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'st
     Ok(())
 }
 
+/// Logs a write on stdout: `audit: <when> <remote address> [token] <what>: <result>`.
+fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
+    let when = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now());
+    let who = if board.access.token.is_some() {
+        format!("{from} (token)")
+    } else {
+        from.to_string()
+    };
+    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "audit: {when} {who} {what}: {result}"
+    );
+}
+
+/// `pause` or `resume` a topic (`delayq pause|resume TOPIC`): every process stops (or starts
+/// again) claiming its messages.
+async fn flow_write(
+    State(board): Shared,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((topic, action)): Path<(String, String)>,
+) -> Response {
+    if let Err((status, why)) = may_write(&board, &headers) {
+        return error(status, why);
+    }
+    let p = &board.producer;
+    let pause = match action.as_str() {
+        "pause" => true,
+        "resume" => false,
+        _ => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("no action {action:?}; pause or resume"),
+            )
+        }
+    };
+    match p.topics().await {
+        Ok(known) if known.contains(&topic) => {}
+        Ok(_) => return error(StatusCode::NOT_FOUND, format!("no topic {topic:?}")),
+        Err(e) => return Failure::from(e).into_response(),
+    }
+    let changed = if pause {
+        p.pause(&topic).await
+    } else {
+        p.resume(&topic).await
+    };
+    let outcome = match changed {
+        Ok(true) if pause => "paused",
+        Ok(true) => "resumed",
+        Ok(false) if pause => "already_paused",
+        Ok(false) => "not_paused",
+        Err(e) => {
+            audit(&board, from, &format!("{action} {topic}"), &e.to_string());
+            return Failure::from(e).into_response();
+        }
+    };
+    audit(&board, from, &format!("{action} {topic}"), outcome);
+    Json(json!({ "outcome": outcome })).into_response()
+}
+
 /// A write on dead letters: `action` on one (`id`) or all of `topic`'s.
 async fn write(
     board: &Board,
+    from: SocketAddr,
     headers: &HeaderMap,
     topic: &str,
     id: Option<&str>,
@@ -190,24 +262,36 @@ async fn write(
         Ok(id) => id,
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
+    let what = match &id {
+        Some(id) => format!("{} dead letter {id} of {topic}", action.verb()),
+        None => format!("{} every dead letter of {topic}", action.verb()),
+    };
     match change_dead(&board.producer, topic, id.as_ref(), action).await {
-        Ok(n) => Json(json!({ action.done(): n })).into_response(),
-        Err(failure) => failure.into_response(),
+        Ok(n) => {
+            audit(board, from, &what, &format!("{n} {}", action.done()));
+            Json(json!({ action.done(): n })).into_response()
+        }
+        Err(failure) => {
+            audit(board, from, &what, &format!("{failure:?}"));
+            failure.into_response()
+        }
     }
 }
 
 async fn write_one(
     State(board): Shared,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path((topic, id, action)): Path<(String, String, String)>,
 ) -> Response {
-    write(&board, &headers, &topic, Some(&id), &action).await
+    write(&board, from, &headers, &topic, Some(&id), &action).await
 }
 
 async fn write_all(
     State(board): Shared,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path((topic, action)): Path<(String, String)>,
 ) -> Response {
-    write(&board, &headers, &topic, None, &action).await
+    write(&board, from, &headers, &topic, None, &action).await
 }
