@@ -574,3 +574,50 @@ fn dashboard_polls_never_overlap() {
         "overviews in flight at once (of {overviews})"
     );
 }
+
+/// An audit line to a stdout nobody reads any more (piped into a pager that quit) does not
+/// stop the write it records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_succeeds_when_stdout_is_closed() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    p.send("dash.closed", &1u8, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis-url",
+            &server.url(),
+            "dashboard",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--allow-writes")
+        .env_remove("DELAYQ_NAMESPACE")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    {
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+    } // stdout's reading end is closed here
+    let base = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let agent = http_agent();
+    let (code, body) = post(
+        &agent,
+        &format!("{base}/api/topics/dash.closed/flow/pause"),
+        true,
+    );
+    let (again, _) = get_json(&agent, &format!("{base}/api/overview"));
+    delayq_dev::signal_pid(child.id(), libc::SIGINT);
+    let _ = child.wait();
+    assert_eq!((code, &body["outcome"]), (200, &json!("paused")), "{body}");
+    assert!(p.is_paused("dash.closed").await.unwrap());
+    assert_eq!(again, 200, "the dashboard still answers");
+}
