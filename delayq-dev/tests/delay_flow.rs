@@ -58,6 +58,9 @@ mod priority {
 mod dedup_edges {
     include!("flow/dedup_edges.rs");
 }
+mod rate_per_key {
+    include!("flow/rate_per_key.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

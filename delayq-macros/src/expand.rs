@@ -57,7 +57,7 @@ pub(crate) fn listener_options(
     lease_ms: u64,
     flow: &Flow,
 ) -> TokenStream {
-    let rate = match flow.rate {
+    let rate_tokens = |rate: Option<delayq_spec::Rate>| match rate {
         Some(delayq_spec::Rate {
             count,
             period_ms,
@@ -69,6 +69,8 @@ pub(crate) fn listener_options(
         })),
         None => quote!(::core::option::Option::None),
     };
+    let rate = rate_tokens(flow.rate);
+    let rate_per_key = rate_tokens(flow.rate_per_key);
     let (dead_max, dead_ttl_ms) = (flow.dead_max, flow.dead_ttl_ms);
     let concurrency = handling.concurrency;
     let backoff = backoff(&handling.backoff);
@@ -85,6 +87,7 @@ pub(crate) fn listener_options(
             timeout_ms: #timeout,
             flow: ::delayq_runtime::__private::Flow {
                 rate: #rate,
+                rate_per_key: #rate_per_key,
                 dead_max: #dead_max,
                 dead_ttl_ms: #dead_ttl_ms,
             },

@@ -6,7 +6,7 @@ use crate::values::{bounded, duration, refused};
 
 pub(crate) use delayq_spec::Flow;
 
-/// `rate`, `burst`, `dead_max` and `dead_ttl` of a `#[delay_listener]`.
+/// `rate`, `burst`, `rate_per_key`, `dead_max` and `dead_ttl` of a `#[delay_listener]`.
 pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
     use delayq_spec::defaults::{MAX_DEAD_MAX, MIN_DEAD_TTL_MS};
     let mut rate = match args.str("rate") {
@@ -27,8 +27,15 @@ pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
             .map_err(|_| syn::Error::new(lit.span(), "`burst` must be a whole number"))?;
         rate = Some(r.with_burst(burst).map_err(|e| refused(lit.span(), &e))?);
     }
+    let rate_per_key = match args.str("rate_per_key") {
+        Some(lit) => {
+            Some(delayq_spec::Rate::parse(&lit.value()).map_err(|e| refused(lit.span(), &e))?)
+        }
+        None => None,
+    };
     let mut flow = Flow {
         rate,
+        rate_per_key,
         ..Flow::default()
     };
     if let Some(lit) = args.int("dead_max") {

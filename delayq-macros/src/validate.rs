@@ -128,6 +128,7 @@ pub(crate) const DELAY_OPTIONS: &[Spec] = &[
     string("timeout"),
     string("rate"),
     int("burst"),
+    string("rate_per_key"),
     int("dead_max"),
     string("dead_ttl"),
 ];

@@ -12,6 +12,9 @@ use crate::Rate;
 pub struct Flow {
     /// Handler starts allowed per period for the whole topic, if limited.
     pub rate: Option<Rate>,
+    /// Handler starts allowed per period for each message key (`SendOptions::key`; messages
+    /// without one share a key), if limited; its burst is the rate's default.
+    pub rate_per_key: Option<Rate>,
     /// Dead letters kept at most: past it the oldest are dropped.
     pub dead_max: u32,
     /// How long a dead letter is kept (ms).
@@ -22,6 +25,7 @@ impl Default for Flow {
     fn default() -> Self {
         Flow {
             rate: None,
+            rate_per_key: None,
             dead_max: DEAD_MAX,
             dead_ttl_ms: DEAD_TTL_MS,
         }

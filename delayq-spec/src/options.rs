@@ -129,6 +129,7 @@ const LISTENER: &[(&str, ValueKind)] = &[
     ("timeout", TIMEOUT),
     ("rate", ValueKind::Rate),
     ("burst", BURST),
+    ("rate_per_key", ValueKind::Rate),
     ("dead_max", DEAD_MAX),
     ("dead_ttl", DEAD_TTL),
 ];

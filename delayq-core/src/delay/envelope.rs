@@ -25,6 +25,8 @@ pub struct Envelope {
     pub dedup_ms: u64,
     /// Its priority, 0-255 (128 when sent without one).
     pub priority: u8,
+    /// Its key (`SendOptions::key`), or empty.
+    pub key: String,
     /// The payload bytes (JSON as sent).
     pub payload: Vec<u8>,
 }
@@ -41,7 +43,7 @@ impl Envelope {
             .ok_or("no header line")?;
         let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
         let fields: Vec<&str> = header.split(' ').collect();
-        if !(8..=11).contains(&fields.len()) || fields[0] != "1" {
+        if !(8..=12).contains(&fields.len()) || fields[0] != "1" {
             return Err(format!("unknown header {header:?}"));
         }
         let num = |i: usize| -> Result<u64, String> {
@@ -56,16 +58,22 @@ impl Envelope {
             0
         };
         let dedup_ms = if fields.len() >= 10 { num(9)? } else { 0 };
-        let priority = if fields.len() == 11 {
+        let key_len = if fields.len() == 12 {
+            num(11)? as usize
+        } else {
+            0
+        };
+        let priority = if fields.len() >= 11 {
             u8::try_from(num(10)?).map_err(|_| format!("priority over 255 in {header:?}"))?
         } else {
             128
         };
         let body = &raw[nl + 1..];
-        if err_len + reason_len + trace_len > body.len() {
+        if err_len + reason_len + trace_len + key_len > body.len() {
             return Err("lengths in the header exceed the envelope".to_string());
         }
-        let (texts, payload) = body.split_at(err_len + reason_len + trace_len);
+        let (texts, payload) = body.split_at(err_len + reason_len + trace_len + key_len);
+        let trace_end = err_len + reason_len + trace_len;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         Ok(Envelope {
             attempt: num(1)? as u32,
@@ -75,7 +83,8 @@ impl Envelope {
             due_ms: num(5)?,
             last_error: text(&texts[..err_len]),
             dead_reason: text(&texts[err_len..err_len + reason_len]),
-            trace: text(&texts[err_len + reason_len..]),
+            trace: text(&texts[err_len + reason_len..trace_end]),
+            key: text(&texts[trace_end..]),
             dedup_ms,
             priority,
             payload: payload.to_vec(),
@@ -112,6 +121,12 @@ mod tests {
         let e = Envelope::parse(b"1 1 2 0 100 200 0 0 0 0 192\n{}").unwrap();
         assert_eq!((e.dedup_ms, e.priority), (0, 192));
         assert!(Envelope::parse(b"1 1 2 0 100 200 0 0 0 0 256\n{}").is_err());
+        let e = Envelope::parse(b"1 1 2 0 100 200 1 0 2 0 128 3\nEtrcus-{}").unwrap();
+        assert_eq!(
+            (e.last_error.as_str(), e.trace.as_str(), e.key.as_str()),
+            ("E", "tr", "cus")
+        );
+        assert_eq!(e.payload, b"-{}");
         assert_eq!(e.payload, b"{}");
     }
 

@@ -3,9 +3,10 @@
 
 pub use delayq_spec::Flow;
 
-/// The rate as claim_due reads it: `<interval µs> <burst>`, or `''` when unlimited.
-pub(crate) fn rate_arg(flow: &Flow) -> String {
-    match flow.rate {
+/// A rate as claim_due reads it: `<interval µs> <burst>`, or `''` when unlimited (the
+/// topic's `rate` and its `rate_per_key`).
+pub(crate) fn rate_arg(rate: Option<delayq_spec::Rate>) -> String {
+    match rate {
         Some(r) => format!("{} {}", r.interval_us(), r.burst),
         None => String::new(),
     }

@@ -42,6 +42,9 @@ pub struct TopicKeys {
     /// ZSET, for a topic that has had a message with a priority: its due messages, scored by
     /// priority, then due time (`prelude.lua`, "Priorities"); claims take its head.
     pub ready: String,
+    /// ZSET, for a topic with `rate_per_key`: message key → the time (µs) its limit counts
+    /// from (`claim_due.lua`); a key whose time has passed is removed.
+    pub keyrate: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -72,6 +75,7 @@ impl TopicKeys {
             paused: key("paused"),
             done: key("done"),
             ready: key("ready"),
+            keyrate: key("keyrate"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -85,7 +89,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 12] {
+    pub fn typed(&self) -> [(&str, &'static str); 13] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -99,6 +103,7 @@ impl TopicKeys {
             (&self.paused, "string"),
             (&self.done, "zset"),
             (&self.ready, "zset"),
+            (&self.keyrate, "zset"),
         ]
     }
 }

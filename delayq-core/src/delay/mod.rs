@@ -47,6 +47,7 @@ pub use queue::{
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,
+    MAX_KEY_LEN,
 };
 pub use stats::{Outcomes, TopicStats};
 pub(crate) use ticks::Ticks;

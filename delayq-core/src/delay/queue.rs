@@ -146,7 +146,12 @@ impl TopicQueue {
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn announce_flow(&self) -> Result<()> {
         let info = self.keys.farinfo.clone();
-        let shown = self.flow.rate.map(|r| format!("{r} burst {}", r.burst));
+        let shown = match (self.flow.rate, self.flow.rate_per_key) {
+            (Some(r), None) => Some(format!("{r} burst {}", r.burst)),
+            (Some(r), Some(k)) => Some(format!("{r} burst {}, {k} per key", r.burst)),
+            (None, Some(k)) => Some(format!("{k} per key")),
+            (None, None) => None,
+        };
         super::call::on_topic(&self.conn, &self.keys, |mut c| async move {
             match shown {
                 Some(shown) => {

@@ -45,7 +45,7 @@ scripts!(
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
-/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, then the far bucket keys the call may touch (`far`), the
+/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, KEYS[13] keyrate, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -64,7 +64,8 @@ pub(super) fn topic_script(
         .key(&k.farinfo)
         .key(&k.paused)
         .key(&k.done)
-        .key(&k.ready);
+        .key(&k.ready)
+        .key(&k.keyrate);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }
@@ -126,6 +127,8 @@ pub(crate) struct Outgoing<'a> {
     pub dedup_ms: u64,
     /// 0-255, higher claimed first among due messages.
     pub priority: u8,
+    /// The message key `rate_per_key` counts by, or empty.
+    pub key: &'a str,
     /// The sender's W3C traceparent, or empty.
     pub trace: &'a str,
     pub payload: &'a [u8],
@@ -146,6 +149,7 @@ pub(crate) fn send<'a>(
             .arg(m.max_attempts)
             .arg(m.dedup_ms)
             .arg(m.priority)
+            .arg(m.key)
             .arg(m.trace)
             .arg(m.payload);
     }
@@ -160,7 +164,10 @@ pub(crate) fn claim_due(
     flow: &Flow,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.claim_due, k, far);
-    inv.arg(max).arg(lease_ms).arg(super::flow::rate_arg(flow));
+    inv.arg(max)
+        .arg(lease_ms)
+        .arg(super::flow::rate_arg(flow.rate))
+        .arg(super::flow::rate_arg(flow.rate_per_key));
     inv
 }
 

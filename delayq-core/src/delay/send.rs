@@ -117,6 +117,7 @@ impl Producer {
         let started = std::time::Instant::now();
         let dedup_ms = options.dedup_ms();
         let priority = options.priority.level();
+        let key = options.key.as_deref().unwrap_or("");
         let write = |conn: RedisConn| {
             let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
             async move {
@@ -131,6 +132,7 @@ impl Producer {
                             max_attempts,
                             dedup_ms,
                             priority,
+                            key,
                             trace,
                             payload,
                         }],
@@ -224,6 +226,7 @@ impl Producer {
                 max_attempts: 0,
                 dedup_ms: 0,
                 priority: Priority::Normal.level(),
+                key: "",
                 trace: &trace,
                 payload,
             });

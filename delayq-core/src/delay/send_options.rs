@@ -59,10 +59,14 @@ pub struct SendOptions {
     /// Set by `dedup_for`, which needs a user id: how long the id stays reserved.
     pub(crate) dedup_for: Option<Duration>,
     pub(crate) priority: Priority,
+    pub(crate) key: Option<String>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) replicas: u32,
     pub(crate) replica_timeout: Duration,
 }
+
+/// The longest message key ([`SendOptions::key`]), in bytes.
+pub const MAX_KEY_LEN: usize = 1024;
 
 /// How long [`SendOptions::replicas`] waits by default.
 pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
@@ -83,6 +87,7 @@ impl SendOptions {
             debounce: false,
             dedup_for: None,
             priority: Priority::Normal,
+            key: None,
             max_attempts: None,
             replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
@@ -150,6 +155,15 @@ impl SendOptions {
         self
     }
 
+    /// The message's key, for a listener's `rate_per_key`: the messages of one key share its
+    /// limit, and a key held back never holds up the other keys' due messages. Messages
+    /// without a key share one (as do those with an empty one). At most
+    /// [`MAX_KEY_LEN`] bytes.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
     /// The `dedup_for` window in ms as `send.lua` takes it (0 for none).
     pub(crate) fn dedup_ms(&self) -> u64 {
         self.dedup_for.map_or(0, |w| millis(w).min(MAX_DUE_MS))
@@ -163,6 +177,12 @@ impl SendOptions {
                 reason: "needs an id: the sends it merges are the ones with the same id \
                          (SendOptions::new().id(\"doc-7\").debounce(window))"
                     .into(),
+            });
+        }
+        if self.key.as_ref().is_some_and(|k| k.len() > MAX_KEY_LEN) {
+            return Err(crate::Error::InvalidOption {
+                option: "key",
+                reason: format!("is longer than {MAX_KEY_LEN} bytes"),
             });
         }
         if self.dedup_for.is_some() && self.id.is_none() {

@@ -7,7 +7,15 @@
 --   µs, by which every claim so far would have been spaced out at the full rate; a claim may
 --   take as many as fit `burst` intervals ahead of now). A message held back stays due and
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
--- KEYS[13], when given: the far bucket the boss expects to promote next (see far.lua)
+-- ARGV[6] the topic's rate limit per message key (`rate_per_key`), `<interval µs> <burst>`,
+--   or '' for none: each key's claims keep to it, a key's limit kept in KEYS[13] `keyrate`
+--   (key -> its limit time, µs, as `rate_tat`; a key whose time has passed is removed). A due
+--   message whose key is held back is not left at the head, where it would hold up the other
+--   keys: it is given the start its key will allow (the key's time moves on for it) and waits
+--   in `delayed` until then, scored half a millisecond before it, which marks it as given (when
+--   it comes due it is claimed without asking the limit again). So each message of a hot key
+--   is moved once, and the other keys' due messages are claimed at once.
+-- KEYS[14], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.
@@ -70,9 +78,78 @@ if prio then
     redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #moving - 1)
   end
 end
+-- rate_per_key: picks up to `limit` due messages whose keys allow a start, and moves those
+-- of held-back keys to the starts their keys will allow (see ARGV[6]); at most KEY_SCAN_MAX
+-- looked at a call (the boss calls again while due messages are left). Removes what it picks
+-- from where it was.
+local KEY_SCAN_MAX = 1000
+local function pick_per_key(limit, kinterval, kburst)
+  local cand
+  if prio then
+    cand = redis.call('ZRANGE', KEYS[12], 0, KEY_SCAN_MAX - 1, 'WITHSCORES')
+  else
+    cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+      KEY_SCAN_MAX)
+  end
+  if #cand == 0 then return {} end
+  local ids = {}
+  for i = 1, #cand, 2 do ids[#ids + 1] = cand[i] end
+  local raws = redis.call('HMGET', KEYS[3], unpack(ids))
+  local key, tat, uniq = {}, {}, {}
+  for i = 1, #ids do
+    key[i] = key_of(raws[i])
+    if not tat[key[i]] then
+      tat[key[i]] = 0
+      uniq[#uniq + 1] = key[i]
+    end
+  end
+  local stored = redis.call('ZMSCORE', KEYS[13], unpack(uniq))
+  for i, k in ipairs(uniq) do tat[k] = tonumber(stored[i]) or 0 end
+  local picked, parked, looked, changed = {}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    if #picked >= limit then break end
+    local k = key[i]
+    looked[#looked + 1] = id
+    if tonumber(cand[2 * i]) % 1 ~= 0 then
+      picked[#picked + 1] = id -- given its start when it was moved
+    elseif tat[k] <= now_micros + (kburst - 1) * kinterval then
+      picked[#picked + 1] = id
+      tat[k] = math.max(tat[k], now_micros) + kinterval
+      changed[k] = true
+    else
+      -- The start the key allows next, in whole ms, the message scored half a ms before it.
+      local start = math.ceil((tat[k] - (kburst - 1) * kinterval) / 1000)
+      tat[k] = tat[k] + kinterval
+      changed[k] = true
+      parked[#parked + 1] = string.format('%d.5', start - 1)
+      parked[#parked + 1] = id
+    end
+  end
+  -- The new homes first (see far.lua), then the old ones cleared.
+  if #parked > 0 then redis.call('ZADD', KEYS[1], unpack(parked)) end
+  local times = {}
+  for k in pairs(changed) do
+    times[#times + 1] = string.format('%d', math.ceil(tat[k]))
+    times[#times + 1] = k
+  end
+  if #times > 0 then redis.call('ZADD', KEYS[13], unpack(times)) end
+  if prio then
+    redis.call('ZREM', KEYS[12], unpack(looked))
+  elseif #picked > 0 then
+    redis.call('ZREM', KEYS[1], unpack(picked))
+  end
+  -- Keys whose time has passed need no state: gone (at most KEY_SCAN_MAX a call).
+  local stale = math.min(redis.call('ZCOUNT', KEYS[13], '-inf', now_micros), KEY_SCAN_MAX)
+  if stale > 0 then redis.call('ZREMRANGEBYRANK', KEYS[13], 0, stale - 1) end
+  return picked
+end
+
+local kinterval, kburst = string.match(ARGV[6] or '', '^(%S+) (%d+)$')
 local ids = {}
 if limit > 0 then
-  if prio then
+  if kinterval then
+    ids = pick_per_key(limit, tonumber(kinterval), tonumber(kburst))
+  elseif prio then
     ids = redis.call('ZRANGE', KEYS[12], 0, limit - 1)
   else
     ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
@@ -97,8 +174,10 @@ if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
   local deadline = now + tonumber(ARGV[4])
   -- ZRANGEBYSCORE from -inf (or ZRANGE from 0) returned ranks 0 .. #ids-1: remove exactly
-  -- those in one call.
-  redis.call('ZREMRANGEBYRANK', prio and KEYS[12] or KEYS[1], 0, #ids - 1)
+  -- those in one call (pick_per_key removed its own).
+  if not kinterval then
+    redis.call('ZREMRANGEBYRANK', prio and KEYS[12] or KEYS[1], 0, #ids - 1)
+  end
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
   -- One token per id from the topic's counter (ids that turn out undeliverable leave gaps;
   -- tokens need only be unique and increasing).
@@ -136,6 +215,8 @@ if #ids > 0 then
 end
 far_flush()
 local next, head = next_due()
+-- A message `rate_per_key` moved is scored half a ms before its start: look at the start.
+if next ~= -1 then next = math.ceil(next) end
 -- Due messages wait in `ready`: look again now (or when the rate limit lets one go).
 if prio and redis.call('EXISTS', KEYS[12]) == 1 then next = now end
 -- The test kit's credit is for what its travel made due: once nothing is due, it is spent.

@@ -24,7 +24,7 @@ end
 local function far_encode(m, b)
   if m.attempt == 0 and m.token == 0 and m.max_attempts == 0 and m.last_error == ''
       and m.dead_reason == '' and m.trace == '' and (m.dedup or 0) == 0
-      and (m.priority or DEFAULT_PRIORITY) == DEFAULT_PRIORITY
+      and (m.priority or DEFAULT_PRIORITY) == DEFAULT_PRIORITY and (m.key or '') == ''
       and m.due_ms >= m.enqueued_ms then
     return 'F' .. base36(m.due_ms - b * width()) .. ' ' .. base36(m.due_ms - m.enqueued_ms) .. '\n'
       .. m.payload
@@ -41,7 +41,7 @@ local function far_decode(raw, b)
   local due = b * width() + offset
   return {
     attempt = 0, token = 0, max_attempts = 0, enqueued_ms = due - delay, due_ms = due,
-    last_error = '', dead_reason = '', trace = '', payload = string.sub(raw, body), dedup = 0,
+    last_error = '', dead_reason = '', trace = '', payload = string.sub(raw, body), dedup = 0, key = '',
     priority = DEFAULT_PRIORITY,
   }
 end

@@ -12,6 +12,8 @@
 --   the messages sent with `dedup_for`, see `reserve`)
 --   KEYS[12] ready (for a topic that has had a message with a priority: its due messages,
 --   by priority then due time, see "Priorities" below)
+--   KEYS[13] keyrate (for a topic with `rate_per_key`: message key -> the key's limit time,
+--   µs, see claim_due.lua)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -25,8 +27,11 @@
 --   "1 ... <reason_len> <trace_len>\n" .. last_error .. dead_reason .. trace .. payload
 -- and, for a message sent with `dedup_for`, a tenth, its window (ms; the ninth is then there,
 -- 0 without a trace), and for one sent with a priority other than the default (128), an
--- eleventh, its priority (0-255; the ninth and tenth are then there, 0 when unused):
---   "1 ... <reason_len> <trace_len> <dedup_ms> <priority>\n" .. (the same)
+-- eleventh, its priority (0-255; the ninth and tenth are then there, 0 when unused), and for
+-- one sent with a key (`SendOptions::key`), a twelfth, the key's length, with the key between
+-- the trace and the payload:
+--   "1 ... <reason_len> <trace_len> <dedup_ms> <priority> <key_len>\n" .. last_error
+--   .. dead_reason .. trace .. key .. payload
 -- attempt:  handler runs that counted (a clean shutdown hands one back)
 -- token:    the fence token of the current (last) claim, drawn from the topic's `seq` counter,
 --           so it is unique in the topic for all time, even when an id is sent again after an
@@ -54,22 +59,26 @@ local function decode(raw)
   if type(raw) ~= 'string' then return nil end
   local nl = string.find(raw, '\n', 1, true)
   if not nl then return nil end
-  local v, a, d, m, e, due, el, rl, tl, dd, pr = string.match(string.sub(raw, 1, nl - 1),
-    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*) ?(%d*) ?(%d*)$')
+  local v, a, d, m, e, due, el, rl, tl, dd, pr, kl = string.match(string.sub(raw, 1, nl - 1),
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*) ?(%d*) ?(%d*) ?(%d*)$')
   if v ~= '1' then return nil end
   el = tonumber(el)
   rl = tonumber(rl)
   tl = tonumber(tl) or 0
-  if nl + el + rl + tl > #raw then return nil end
+  kl = tonumber(kl) or 0
+  if nl + el + rl + tl + kl > #raw then return nil end
+  local priority = tonumber(pr) or DEFAULT_PRIORITY
+  if priority > 255 then priority = DEFAULT_PRIORITY end
   return {
     attempt = tonumber(a), token = tonumber(d), max_attempts = tonumber(m),
     enqueued_ms = tonumber(e), due_ms = tonumber(due),
     last_error = string.sub(raw, nl + 1, nl + el),
     dead_reason = string.sub(raw, nl + el + 1, nl + el + rl),
     trace = string.sub(raw, nl + el + rl + 1, nl + el + rl + tl),
-    payload = string.sub(raw, nl + el + rl + tl + 1),
+    key = string.sub(raw, nl + el + rl + tl + 1, nl + el + rl + tl + kl),
+    payload = string.sub(raw, nl + el + rl + tl + kl + 1),
     dedup = tonumber(dd) or 0,
-    priority = tonumber(pr) or DEFAULT_PRIORITY,
+    priority = priority,
   }
 end
 
@@ -77,14 +86,17 @@ local function encode(m)
   local header = string.format('1 %d %d %d %d %d %d %d', m.attempt, m.token, m.max_attempts,
     m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
   local priority = m.priority or DEFAULT_PRIORITY
-  if priority ~= DEFAULT_PRIORITY then
+  local key = m.key or ''
+  if #key > 0 then
+    header = header .. string.format(' %d %d %d %d', #m.trace, m.dedup or 0, priority, #key)
+  elseif priority ~= DEFAULT_PRIORITY then
     header = header .. string.format(' %d %d %d', #m.trace, m.dedup or 0, priority)
   elseif (m.dedup or 0) > 0 then
     header = header .. string.format(' %d %d', #m.trace, m.dedup)
   elseif #m.trace > 0 then
     header = header .. ' ' .. #m.trace
   end
-  return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. m.payload
+  return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. key .. m.payload
 end
 
 -- The score of the earliest member of a sorted set, or -1 when it is empty.
@@ -204,7 +216,23 @@ end
 local READY_BLOCK = 4398046511104 -- 2^42 ms
 local function ready_score(priority, due)
   local d = math.max(0, math.min(due, READY_BLOCK - 1))
+  -- A half millisecond marks a message `rate_per_key` already gave a start (claim_due.lua):
+  -- it keeps the mark in `ready`.
+  if d % 1 ~= 0 then
+    return string.format('%d.5', (255 - priority) * READY_BLOCK + math.floor(d))
+  end
   return string.format('%d', (255 - priority) * READY_BLOCK + d)
+end
+
+-- The message key of a raw envelope from its header (`SendOptions::key`; '' for none, or when
+-- the header does not parse): the messages of one key share `rate_per_key`.
+local function key_of(raw)
+  if type(raw) ~= 'string' then return '' end
+  local el, rl, tl, kl, body = string.match(raw,
+    '^1 %d+ %d+ %d+ %d+ %d+ (%d+) (%d+) (%d+) %d+ %d+ (%d+)\n()')
+  if not el then return '' end
+  local from = body + el + rl + tl
+  return string.sub(raw, from, from + kl - 1)
 end
 -- The due time of a `ready` score.
 local function ready_due(score)
@@ -214,7 +242,7 @@ end
 -- header does not parse).
 local function priority_of(raw)
   if type(raw) ~= 'string' then return DEFAULT_PRIORITY end
-  local p = tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)\n'))
+  local p = tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)[ \n]'))
   if not p or p > 255 then return DEFAULT_PRIORITY end
   return p
 end

@@ -1,8 +1,8 @@
 -- send.lua: new messages enter `delayed`, or their far bucket when due later than about two
 -- minutes from now (one call for one message or a whole batch).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the call may touch)
--- then 9 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, priority,
--- trace, payload
+-- then 10 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, priority,
+-- key, trace, payload
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed, far or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
@@ -10,6 +10,7 @@
 --   priority: 0-255, higher claimed first among due messages (DEFAULT_PRIORITY: none); the
 --     first message with another one marks the topic (`prio` in KEYS[9]): from then on its
 --     claims go through `ready` (see prelude.lua)
+--   key: the message key `rate_per_key` counts by (`SendOptions::key`), or ''
 --   trace: the sender's W3C traceparent, or ''
 -- An id reserved in `done` (KEYS[11], see `reserve`) is a duplicate, whatever the mode.
 -- The ids of one call are distinct.
@@ -18,7 +19,7 @@ local now = now_ms()
 
 -- Which far buckets the call needs: each message's, and those its id may already be in.
 local batch, seen, soon_far, prioritized = {}, {}, false, false
-for i = 3, #ARGV, 9 do
+for i = 3, #ARGV, 10 do
   local id, kind = ARGV[i], ARGV[i + 2]
   if seen[id] then return redis.error_reply('delayq: id ' .. id .. ' twice in one send') end
   seen[id] = true
@@ -72,7 +73,8 @@ for _, s in ipairs(batch) do
     -- when this id was acked, cancelled or purged and is now sent again.
     local m = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[i + 4]), enqueued_ms = now,
       due_ms = s.due, last_error = '', dead_reason = '', dedup = tonumber(ARGV[i + 5]),
-      priority = tonumber(ARGV[i + 6]), trace = ARGV[i + 7], payload = ARGV[i + 8] }
+      priority = tonumber(ARGV[i + 6]), key = ARGV[i + 7], trace = ARGV[i + 8],
+      payload = ARGV[i + 9] }
     local look, now_in = place(id, m, now, s.t)
     if earliest == -1 or look < earliest then earliest = look end
     if was then clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in } end

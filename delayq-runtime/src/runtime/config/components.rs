@@ -218,6 +218,7 @@ fn listener_value(o: &ListenerOptions, option: &str) -> Option<Parsed> {
         "backoff" => Parsed::Backoff(o.backoff),
         "timeout" => return o.timeout_ms.map(Parsed::Ms),
         "rate" => return o.flow.rate.map(Parsed::Rate),
+        "rate_per_key" => return o.flow.rate_per_key.map(Parsed::Rate),
         // The code's burst only when it is not the rate's default, so that a rate set in
         // delayq.toml or the environment brings its own default burst.
         "burst" => {

@@ -148,6 +148,10 @@ impl ComponentConfig {
             Some(Parsed::Rate(r)) => Some(*r),
             _ => None,
         };
+        flow.rate_per_key = match self.get("rate_per_key").map(|s| &s.parsed) {
+            Some(Parsed::Rate(r)) => Some(*r),
+            _ => None,
+        };
         if let Some(burst) = self.get("burst") {
             let refuse = |reason: String| {
                 Error::Config(format!(
