@@ -41,19 +41,26 @@ pub fn score(server: &RedisServer, key: &str, id: &MessageId) -> Option<f64> {
 /// moving the message meanwhile cannot make it look like two states.
 pub fn state(server: &RedisServer, topic: &str, id: &MessageId) -> &'static str {
     let k = keys(topic);
-    let (delayed, inflight, dead, has_env): (Option<f64>, Option<f64>, Option<f64>, bool) =
-        redis::pipe()
-            .atomic()
-            .zscore(&k.delayed, id.as_str())
-            .zscore(&k.inflight, id.as_str())
-            .zscore(&k.dead, id.as_str())
-            .hexists(&k.msg, id.as_str())
-            .query(&mut server.connection())
-            .unwrap();
-    let found: Vec<&str> = [("delayed", delayed), ("inflight", inflight), ("dead", dead)]
-        .into_iter()
-        .filter_map(|(name, score)| score.map(|_| name))
-        .collect();
+    type States = (Option<f64>, Option<f64>, Option<f64>, Option<f64>, bool);
+    let (delayed, ready, inflight, dead, has_env): States = redis::pipe()
+        .atomic()
+        .zscore(&k.delayed, id.as_str())
+        .zscore(&k.ready, id.as_str())
+        .zscore(&k.inflight, id.as_str())
+        .zscore(&k.dead, id.as_str())
+        .hexists(&k.msg, id.as_str())
+        .query(&mut server.connection())
+        .unwrap();
+    // A due message waiting in `ready` (priorities) is delayed.
+    let found: Vec<&str> = [
+        ("delayed", delayed),
+        ("delayed", ready),
+        ("inflight", inflight),
+        ("dead", dead),
+    ]
+    .into_iter()
+    .filter_map(|(name, score)| score.map(|_| name))
+    .collect();
     match (found.as_slice(), has_env) {
         ([], false) => "gone",
         ([one], true) => one,

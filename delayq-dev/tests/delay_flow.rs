@@ -61,6 +61,12 @@ mod dedup_edges {
 mod rate_per_key {
     include!("flow/rate_per_key.rs");
 }
+mod priority_edges {
+    include!("flow/priority_edges.rs");
+}
+mod rate_per_key_kit {
+    include!("flow/rate_per_key_kit.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -77,7 +77,12 @@ mod tests {
         assert_eq!((r.count, r.period_ms, r.burst), (100, 60_000, 7));
         assert_eq!((ok.dead_max, ok.dead_ttl_ms), (50, 7_200_000));
         let d = checked(r#"topic = "t""#).unwrap();
-        assert!(d.rate.is_none());
+        assert!(d.rate.is_none() && d.rate_per_key.is_none());
+        let k = checked(r#"topic = "t", rate_per_key = "5/s""#)
+            .unwrap()
+            .rate_per_key
+            .unwrap();
+        assert_eq!((k.count, k.period_ms, k.burst), (5, 1_000, 1));
         assert_eq!((d.dead_max, d.dead_ttl_ms), (10_000, 2_592_000_000));
         for (attr, says) in [
             (
@@ -87,6 +92,10 @@ mod tests {
             (
                 r#"topic = "t", rate = "10/s", burst = 11"#,
                 "from 1 to the rate's 10",
+            ),
+            (
+                r#"topic = "t", rate_per_key = "5/fortnight""#,
+                "invalid rate: expected N/s, N/m or N/h",
             ),
             (
                 r#"topic = "t", dead_ttl = "10ms""#,

@@ -41,6 +41,7 @@ pub(crate) const STATS_HEADER: &[&str] = &[
     "OK/MIN",
     "RETRY/MIN",
     "DEAD/MIN",
+    "TIMED OUT/MIN",
 ];
 
 pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
@@ -57,15 +58,9 @@ pub(crate) fn stats_row(s: &TopicStats) -> Vec<String> {
         relative_opt(s.next_due, s.read_at),
         relative_opt(s.oldest_claim_deadline, s.read_at),
         s.last_minute.ok.to_string(),
-        if s.last_minute.timed_out > 0 {
-            format!(
-                "{} ({} timed out)",
-                s.last_minute.retry, s.last_minute.timed_out
-            )
-        } else {
-            s.last_minute.retry.to_string()
-        },
+        s.last_minute.retry.to_string(),
         s.last_minute.dead.to_string(),
+        s.last_minute.timed_out.to_string(),
     ]
 }
 

@@ -33,3 +33,13 @@ pub fn delayq(url: &str, args: &[&str]) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// The line of a table that starts with `first` (after its padding), split into cells.
+#[allow(dead_code)] // not every test binary reads tables
+pub fn table_row(table: &str, first: &str) -> Vec<String> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|cells| cells.first().map(String::as_str) == Some(first))
+        .unwrap_or_else(|| panic!("no row {first:?} in\n{table}"))
+}

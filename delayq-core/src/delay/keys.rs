@@ -45,6 +45,9 @@ pub struct TopicKeys {
     /// ZSET, for a topic with `rate_per_key`: message key → the time (µs) its limit counts
     /// from (`claim_due.lua`); a key whose time has passed is removed.
     pub keyrate: String,
+    /// HASH, for a topic that has had a message with a priority: id → priority of each
+    /// message in `delayed` whose priority is not the default (`prelude.lua`, "Priorities").
+    pub priority: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -76,6 +79,7 @@ impl TopicKeys {
             done: key("done"),
             ready: key("ready"),
             keyrate: key("keyrate"),
+            priority: key("priority"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -89,7 +93,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 13] {
+    pub fn typed(&self) -> [(&str, &'static str); 14] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -104,6 +108,7 @@ impl TopicKeys {
             (&self.done, "zset"),
             (&self.ready, "zset"),
             (&self.keyrate, "zset"),
+            (&self.priority, "hash"),
         ]
     }
 }

@@ -45,7 +45,7 @@ scripts!(
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
-/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, KEYS[13] keyrate, then the far bucket keys the call may touch (`far`), the
+/// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, KEYS[13] keyrate, KEYS[14] priority, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -65,7 +65,8 @@ pub(super) fn topic_script(
         .key(&k.paused)
         .key(&k.done)
         .key(&k.ready)
-        .key(&k.keyrate);
+        .key(&k.keyrate)
+        .key(&k.priority);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }

@@ -11,6 +11,7 @@ if missing then return missing end
 if redis.call('ZSCORE', KEYS[2], id) then return 'inflight' end
 if redis.call('ZREM', KEYS[1], id) == 1 or redis.call('ZREM', KEYS[12], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[14], id)
   return 'removed'
 end
 local b = far_bucket(id, t)

@@ -15,7 +15,7 @@
 --   in `delayed` until then, scored half a millisecond before it, which marks it as given (when
 --   it comes due it is claimed without asking the limit again). So each message of a hot key
 --   is moved once, and the other keys' due messages are claimed at once.
--- KEYS[14], when given: the far bucket the boss expects to promote next (see far.lua)
+-- KEYS[15], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.
@@ -58,26 +58,36 @@ if interval then
 else
   prio = redis.call('HGET', KEYS[9], 'prio')
 end
--- With priorities, the due messages first move to `ready` by priority (all of them, up to
--- READY_MOVE_MAX: what is already there keeps its place, so the order holds among all due).
+-- With priorities, the due messages first move to `ready` by priority, READY_MOVE_MAX a call,
+-- their priorities read from the index (KEYS[14], see prelude.lua). While due messages are
+-- left in `delayed`, a higher one may be among them: nothing is claimed, and the boss calls
+-- again at once.
 local READY_MOVE_MAX = 1000
+local behind = false
 if prio then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
     READY_MOVE_MAX)
   if #due > 0 then
     local moving = {}
     for i = 1, #due, 2 do moving[#moving + 1] = due[i] end
-    local raws = redis.call('HMGET', KEYS[3], unpack(moving))
-    local scores = {}
+    local levels = redis.call('HMGET', KEYS[14], unpack(moving))
+    local scores, indexed = {}, {}
     for i, id in ipairs(moving) do
-      scores[#scores + 1] = ready_score(priority_of(raws[i]), tonumber(due[2 * i]))
+      local p = tonumber(levels[i])
+      if p then indexed[#indexed + 1] = id end
+      if not p or p < 0 or p > 255 then p = DEFAULT_PRIORITY end
+      scores[#scores + 1] = ready_score(p, tonumber(due[2 * i]))
       scores[#scores + 1] = id
     end
     -- The new home first (see far.lua): ZRANGEBYSCORE from -inf returned ranks 0 .. n-1.
     redis.call('ZADD', KEYS[12], unpack(scores))
     redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #moving - 1)
+    if #indexed > 0 then redis.call('HDEL', KEYS[14], unpack(indexed)) end
+    behind = #moving == READY_MOVE_MAX
+      and #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
   end
 end
+if behind then limit = 0 end
 -- rate_per_key: picks up to `limit` due messages whose keys allow a start, and moves those
 -- of held-back keys to the starts their keys will allow (see ARGV[6]); at most KEY_SCAN_MAX
 -- looked at a call (the boss calls again while due messages are left). Removes what it picks
@@ -91,7 +101,7 @@ local function pick_per_key(limit, kinterval, kburst)
     cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
       KEY_SCAN_MAX)
   end
-  if #cand == 0 then return {} end
+  if #cand == 0 then return {}, nil end
   local ids = {}
   for i = 1, #cand, 2 do ids[#ids + 1] = cand[i] end
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
@@ -103,6 +113,8 @@ local function pick_per_key(limit, kinterval, kburst)
       uniq[#uniq + 1] = key[i]
     end
   end
+  -- After the test kit's travel, what it made due starts without waiting (see travel.lua).
+  local credit = redis.call('HGET', KEYS[9], 'key_credit')
   local stored = redis.call('ZMSCORE', KEYS[13], unpack(uniq))
   for i, k in ipairs(uniq) do tat[k] = tonumber(stored[i]) or 0 end
   local picked, parked, looked, changed = {}, {}, {}, {}
@@ -110,8 +122,8 @@ local function pick_per_key(limit, kinterval, kburst)
     if #picked >= limit then break end
     local k = key[i]
     looked[#looked + 1] = id
-    if tonumber(cand[2 * i]) % 1 ~= 0 then
-      picked[#picked + 1] = id -- given its start when it was moved
+    if tonumber(cand[2 * i]) % 1 ~= 0 or credit then
+      picked[#picked + 1] = id -- given its start when it was moved (or by the kit's travel)
     elseif tat[k] <= now_micros + (kburst - 1) * kinterval then
       picked[#picked + 1] = id
       tat[k] = math.max(tat[k], now_micros) + kinterval
@@ -141,14 +153,23 @@ local function pick_per_key(limit, kinterval, kburst)
   -- Keys whose time has passed need no state: gone (at most KEY_SCAN_MAX a call).
   local stale = math.min(redis.call('ZCOUNT', KEYS[13], '-inf', now_micros), KEY_SCAN_MAX)
   if stale > 0 then redis.call('ZREMRANGEBYRANK', KEYS[13], 0, stale - 1) end
-  return picked
+  return picked, credit
 end
 
 local kinterval, kburst = string.match(ARGV[6] or '', '^(%S+) (%d+)$')
+local function key_credit_spent()
+  -- Nothing the travel made due is left: its credit is spent.
+  local left = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
+  if #left == 0 and redis.call('EXISTS', KEYS[12]) == 0 then
+    redis.call('HDEL', KEYS[9], 'key_credit')
+  end
+end
 local ids = {}
 if limit > 0 then
   if kinterval then
-    ids = pick_per_key(limit, tonumber(kinterval), tonumber(kburst))
+    local credit
+    ids, credit = pick_per_key(limit, tonumber(kinterval), tonumber(kburst))
+    if credit then key_credit_spent() end
   elseif prio then
     ids = redis.call('ZRANGE', KEYS[12], 0, limit - 1)
   else

@@ -13,7 +13,7 @@
 -- (user ids, and a generated id whose time falls in another bucket than its due time).
 --
 -- Declared buckets. A script touches only keys it was given: the far bucket keys a call may
--- touch follow the topic's thirteen keys (KEYS[14] on). On Redis Cluster a key a script uses
+-- touch follow the topic's fourteen keys (KEYS[15] on). On Redis Cluster a key a script uses
 -- without declaring it fails the script partway while its slot migrates, with the writes
 -- before it kept; a declared one makes Redis answer TRYAGAIN (or ASK) before the script
 -- starts. So a script first works out, reading declared keys only, which buckets it needs
@@ -70,7 +70,7 @@ local declared = nil
 local function is_declared(b)
   if not declared then
     declared = {}
-    for i = 14, #KEYS do declared[KEYS[i]] = true end
+    for i = 15, #KEYS do declared[KEYS[i]] = true end
   end
   return declared[bucket_name(b)] == true
 end

@@ -55,6 +55,7 @@ local function place(id, m, now, t)
   if promote_at(b) <= now then
     redis.call('HSET', KEYS[3], id, encode(m))
     redis.call('ZADD', KEYS[1], m.due_ms, id)
+    index_priority(id, m)
     return m.due_ms, nil
   end
   if not width_stored then
@@ -147,6 +148,7 @@ local function promote(now)
       if m then
         scores[#scores + 1] = m.due_ms
         envelopes[#envelopes + 1] = encode(m)
+        index_priority(id, m)
       else
         scores[#scores + 1] = now
         envelopes[#envelopes + 1] = raw

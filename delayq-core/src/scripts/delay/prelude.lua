@@ -14,6 +14,8 @@
 --   by priority then due time, see "Priorities" below)
 --   KEYS[13] keyrate (for a topic with `rate_per_key`: message key -> the key's limit time,
 --   µs, see claim_due.lua)
+--   KEYS[14] priority (id -> priority of each message in `delayed` whose priority is not the
+--   default, see "Priorities" below)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -208,20 +210,35 @@ local function dedup_of(raw)
 end
 
 -- Priorities. A topic that has had a message with a priority other than the default (send.lua
--- sets `prio` in KEYS[9]) claims through KEYS[12] `ready`: claim_due first moves the due
--- messages of `delayed` there, scored by priority, then due time (READY_BLOCK ms a priority,
--- the higher first: due times up to the year 2109 fit), and claims from its head. A message
+-- sets `prio` in KEYS[9]) claims through KEYS[12] `ready`: claim_due first moves every due
+-- message of `delayed` there (claiming nothing until none is left behind), scored by priority,
+-- then due time, and claims from its head. So among all due messages the highest priority
+-- goes first. The priorities of the messages in `delayed` are indexed in KEYS[14] (only those
+-- that are not the default, `index_priority`), so that the move reads no envelope. A message
 -- in `ready` is delayed and due: every script that looks for a delayed message looks there
--- too. A topic that never used priorities never has `ready`.
-local READY_BLOCK = 4398046511104 -- 2^42 ms
+-- too. A topic that never used priorities never has `ready` nor the index.
+-- A priority's block of READY_BLOCK ms holds due times from READY_OFFSET ms before 1970 to as
+-- long after (the year 2248; the test kit's advance moves due times before 1970); outside,
+-- due times are cut to that range.
+local READY_BLOCK = 17592186044416 -- 2^44 ms
+local READY_OFFSET = 8796093022208 -- 2^43 ms
 local function ready_score(priority, due)
-  local d = math.max(0, math.min(due, READY_BLOCK - 1))
+  local d = math.max(0, math.min(due + READY_OFFSET, READY_BLOCK - 1))
   -- A half millisecond marks a message `rate_per_key` already gave a start (claim_due.lua):
   -- it keeps the mark in `ready`.
   if d % 1 ~= 0 then
     return string.format('%d.5', (255 - priority) * READY_BLOCK + math.floor(d))
   end
   return string.format('%d', (255 - priority) * READY_BLOCK + d)
+end
+-- The priority of a `ready` score.
+local function ready_priority(score)
+  return 255 - math.floor(tonumber(score) / READY_BLOCK)
+end
+-- Notes the priority of `id`, now in `delayed`, when it is not the default.
+local function index_priority(id, m)
+  local p = m.priority or DEFAULT_PRIORITY
+  if p ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[14], id, p) end
 end
 
 -- The message key of a raw envelope from its header (`SendOptions::key`; '' for none, or when
@@ -236,15 +253,7 @@ local function key_of(raw)
 end
 -- The due time of a `ready` score.
 local function ready_due(score)
-  return tonumber(score) % READY_BLOCK
-end
--- The priority of a raw envelope from its header alone (the default for none, or when the
--- header does not parse).
-local function priority_of(raw)
-  if type(raw) ~= 'string' then return DEFAULT_PRIORITY end
-  local p = tonumber(string.match(raw, '^1 %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ %d+ (%d+)[ \n]'))
-  if not p or p > 255 then return DEFAULT_PRIORITY end
-  return p
+  return tonumber(score) % READY_BLOCK - READY_OFFSET
 end
 
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg; a message

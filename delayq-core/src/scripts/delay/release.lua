@@ -13,6 +13,7 @@ for i = 3, #ARGV, 2 do
     redis.call('HSET', KEYS[3], id, encode(m))
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZADD', KEYS[1], now, id)
+    index_priority(id, m)
     n = n + 1
   end
 end

@@ -35,6 +35,7 @@ for _, id in ipairs(ids) do
       redis.call('HSET', KEYS[3], id, encode(m))
       redis.call('ZREM', KEYS[4], id)
       redis.call('ZADD', KEYS[1], now, id)
+      index_priority(id, m)
       n = n + 1
     else
       left = left + 1

@@ -21,6 +21,7 @@ for _, id in ipairs(ids) do
     else
       redis.call('HSET', KEYS[3], id, encode(m))
       redis.call('ZADD', KEYS[1], now, id)
+      index_priority(id, m)
       requeued = requeued + 1
     end
   elseif raw then

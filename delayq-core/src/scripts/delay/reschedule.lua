@@ -38,6 +38,7 @@ if hot then
   if now_in then
     if not ready then redis.call('ZREM', KEYS[1], id) end
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[14], id)
   end
 else
   far_remove(id, was, t, now_in)

@@ -77,7 +77,9 @@ for _, s in ipairs(batch) do
       payload = ARGV[i + 9] }
     local look, now_in = place(id, m, now, s.t)
     if earliest == -1 or look < earliest then earliest = look end
-    if was then clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in } end
+    if was then
+      clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in, priority = m.priority }
+    end
   end
   out[#out + 1] = outcome
 end
@@ -89,6 +91,10 @@ for _, c in ipairs(clear) do
     if c.was == 'dead' then redis.call('ZREM', KEYS[4], c.id) end
     -- Out of `ready` wherever it went: it is due again at its new time.
     if c.was == 'ready' then redis.call('ZREM', KEYS[12], c.id) end
+    -- The replaced message's priority is not this one's (place() noted this one's, hot).
+    if c.was == 'hot' and (c.now_in or c.priority == DEFAULT_PRIORITY) then
+      redis.call('HDEL', KEYS[14], c.id)
+    end
     -- Placed hot, the message overwrote its entries in `delayed` and `msg`; placed far, it
     -- leaves them.
     if c.now_in then

@@ -41,6 +41,24 @@ local function shift(key)
 end
 
 local due = shift(KEYS[1])
+-- Due messages waiting in `ready` (priorities) go back to `delayed`, `d` earlier like the
+-- rest, their priorities indexed again: the next claim orders them with what this travel made
+-- due (they count as made due).
+local ready = redis.call('ZRANGE', KEYS[12], 0, -1, 'WITHSCORES')
+if #ready > 0 then
+  local scores = {}
+  for i = 1, #ready, 2 do
+    scores[#scores + 1] = ready_due(ready[i + 1]) - d
+    scores[#scores + 1] = ready[i]
+    local p = ready_priority(ready[i + 1])
+    if p ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[14], ready[i], p) end
+  end
+  for from = 1, #scores, 2 * ZADD_CHUNK do
+    redis.call('ZADD', KEYS[1], unpack(scores, from, math.min(from + 2 * ZADD_CHUNK - 1, #scores)))
+  end
+  redis.call('DEL', KEYS[12])
+  due = due + #ready / 2
+end
 -- For a rate-limited topic, `d` passes for the limit too: the claims it would have let start
 -- over `d` may start now, for the messages this travel made due (claim_due spends this credit
 -- before the limit's own time, and drops what is left once nothing is due).
@@ -53,6 +71,22 @@ end
 -- Reservations (`dedup_for`) end `d` earlier too.
 shift(KEYS[11])
 unreserve_expired(now)
+-- `rate_per_key`: the keys' times move `d` earlier (those now passed go), and the messages
+-- this travel made due start without waiting for their keys' limits (`key_credit`, spent
+-- once nothing is due, see claim_due.lua): `d` passed for the keys too.
+local keyrate = redis.call('ZRANGE', KEYS[13], 0, -1, 'WITHSCORES')
+if #keyrate > 0 then
+  local times = {}
+  for i = 1, #keyrate, 2 do
+    times[#times + 1] = string.format('%d', tonumber(keyrate[i + 1]) - d * 1000)
+    times[#times + 1] = keyrate[i]
+  end
+  for from = 1, #times, 2 * ZADD_CHUNK do
+    redis.call('ZADD', KEYS[13], unpack(times, from, math.min(from + 2 * ZADD_CHUNK - 1, #times)))
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', string.format('%d', now * 1000))
+end
+if due > 0 then redis.call('HSET', KEYS[9], 'key_credit', 1) end
 if due > 0 then wake(WAKE_TRAVEL) end
 if ARGV[4] == '1' and shift(KEYS[2]) > 0 then wake(WAKE_BACK) end
 return { due, 0 }
