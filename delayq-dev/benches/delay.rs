@@ -8,7 +8,8 @@
 //! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
 //! backlog_drain (W5), operator (WO: what `peek` and `stats` cost Redis per call with
 //! 1,000,000 messages in one far bucket), flow (WF: the drain of c200 with a rate above its
-//! throughput, interleaved with c200 unlimited; and the rate a 2000/s topic holds).
+//! throughput, interleaved with c200 unlimited; the rate a 2000/s topic holds; and, with one
+//! hot key of 10,000 at 5/s per key, the other keys' lateness).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -49,6 +50,22 @@ async fn bench_c200_rate(msg: Message<Payload>) {
 #[delay_listener(topic = "bench.rated", concurrency = 50, rate = "2000/s")]
 async fn bench_rated(msg: Message<Payload>) {
     record(msg.due_at());
+}
+
+/// Handler starts of the per-key workload: (key is the hot one, lateness µs, when).
+static KEY_STARTS: Mutex<Vec<(bool, i64, Instant)>> = Mutex::new(Vec::new());
+
+/// Each key at 5/s: one hot key with a backlog, and the others.
+#[delay_listener(topic = "bench.perkey", concurrency = 64, rate_per_key = "5/s")]
+async fn bench_perkey(msg: Message<(bool, u64)>) {
+    let late = match SystemTime::now().duration_since(msg.due_at()) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    };
+    KEY_STARTS
+        .lock()
+        .unwrap()
+        .push((msg.payload().0, late, Instant::now()));
 }
 
 delayq_dev::idle_listeners!(
@@ -280,6 +297,63 @@ impl Bench {
         let mut m = Metrics::new();
         m.insert("held_msgs_per_s".into(), (at.len() - 1) as f64 / wall);
         m.insert("busiest_second".into(), busiest as f64);
+        m
+    }
+
+    /// WF, per key: 10,000 due for one hot key at 5/s per key, then 100 other keys sending 5
+    /// messages each over 5 s (each key once a second): the other keys' lateness and the hot
+    /// key's rate.
+    async fn per_key(&self) -> Metrics {
+        self.flush();
+        KEY_STARTS.lock().unwrap().clear();
+        let t = "bench.perkey";
+        for chunk in (0..10_000u64).collect::<Vec<_>>().chunks(500) {
+            let sends = chunk.iter().map(|&i| async move {
+                let opts = SendOptions::new().key("hot");
+                self.producer.send_with(t, &(true, i), opts).await
+            });
+            for r in futures_util::future::join_all(sends).await {
+                r.expect("send");
+            }
+        }
+        let rt = self.runtime(&[t]).await;
+        let started = Instant::now();
+        for round in 0..5u64 {
+            for k in 0..100u64 {
+                let opts = SendOptions::new()
+                    .key(format!("key-{k}"))
+                    .delay(Duration::from_millis(50));
+                self.producer
+                    .send_with(t, &(false, round * 100 + k), opts)
+                    .await
+                    .expect("send");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while KEY_STARTS.lock().unwrap().iter().filter(|s| !s.0).count() < 500 {
+            assert!(
+                Instant::now() < deadline,
+                "the other keys' messages did not all run"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let wall = started.elapsed().as_secs_f64();
+        rt.shutdown().await.expect("shutdown");
+        let starts = std::mem::take(&mut *KEY_STARTS.lock().unwrap());
+        let mut late: Vec<i64> = starts.iter().filter(|s| !s.0).map(|s| s.1).collect();
+        late.sort_unstable();
+        let hot = starts.iter().filter(|s| s.0).count();
+        let mut m = Metrics::new();
+        m.insert(
+            "other_keys_late_p50_ms".into(),
+            percentile(&late, 0.5) / 1000.0,
+        );
+        m.insert(
+            "other_keys_late_p99_ms".into(),
+            percentile(&late, 0.99) / 1000.0,
+        );
+        m.insert("hot_key_msgs_per_s".into(), hot as f64 / wall);
         m
     }
 
@@ -679,17 +753,19 @@ async fn main() {
             "flow" => {
                 // Interleaved, so that machine drift touches both alike.
                 let topics = ["bench.c200", "bench.c200.rate"];
-                let mut results: Vec<Vec<Metrics>> = vec![Vec::new(); topics.len() + 1];
+                let mut results: Vec<Vec<Metrics>> = vec![Vec::new(); topics.len() + 2];
                 for _ in 0..runs {
                     for (i, topic) in topics.iter().enumerate() {
                         results[i].push(bench.drain(topic, 0).await);
                     }
                     results[2].push(bench.rated().await);
+                    results[3].push(bench.per_key().await);
                 }
                 let names = [
                     "flow (WF), drain c200, no rate",
                     "flow (WF), drain c200, rate 1000000/s",
                     "flow (WF), 10,000 due at rate 2000/s",
+                    "flow (WF), hot key 10,000 due at 5/s per key, 100 other keys",
                 ];
                 names
                     .iter()
