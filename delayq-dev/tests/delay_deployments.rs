@@ -8,7 +8,10 @@
 use std::time::Duration;
 
 use delayq_dev::{drained, sleep_ms, Seen, TestRedis};
-use delayq_runtime::{delay_listener, Ack, Cancelled, Message, Producer, Runtime, RuntimeHandle};
+use delayq_runtime::{
+    delay_listener, Ack, Cancelled, Message, Priority, Producer, Runtime, RuntimeHandle,
+    SendOptions, SendOutcome,
+};
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -42,7 +45,8 @@ delayq_dev::on_each_deployment!(
     cancel,
     graceful_stop,
     idle,
-    far_buckets
+    far_buckets,
+    flow_control
 );
 
 // --- auto ack ---------------------------------------------------------------------------
@@ -337,5 +341,76 @@ async fn far_buckets(kind: &str) {
         .iter()
         .all(|(_, n, due, started)| *n != 0 && *n != 99 && started >= due));
     assert_eq!(p.counts("dep.far").await.unwrap().delayed, 0);
+    rt.shutdown().await.unwrap();
+}
+
+// --- flow control: priorities, a rate per key, a dedup window (the topic's new keys, declared
+// on a cluster) -----------------------------------------------------------------------------
+
+static FLOW: Seen<(String, u32, std::time::Instant)> = Seen::new();
+
+#[delay_listener(topic = "dep.flow", concurrency = 1, rate_per_key = "20/s")]
+async fn on_flow(msg: Message<Job>) {
+    let job = msg.payload().clone();
+    FLOW.push((job.on, job.n, std::time::Instant::now()));
+}
+
+async fn flow_control(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let t = "dep.flow";
+    let job = |n: u32| Job { on: kind.into(), n };
+    p.pause(t).await.unwrap();
+    // Each its own key: low 0..3, then high 10..13, then one with a dedup window (20).
+    for (n, level) in [(0, Priority::Low), (1, Priority::Low), (2, Priority::Low)]
+        .into_iter()
+        .chain([
+            (10, Priority::High),
+            (11, Priority::High),
+            (12, Priority::High),
+        ])
+    {
+        let opts = SendOptions::new().priority(level).key(format!("k-{n}"));
+        p.send_with(t, &job(n), opts).await.unwrap();
+        sleep_ms(3).await; // due times a few ms apart: within a level, due order is run order
+    }
+    let once = SendOptions::new()
+        .id("dep-once")
+        .dedup_for(Duration::from_secs(60));
+    p.send_with(t, &job(20), once.clone()).await.unwrap();
+    let rt = runtime(&redis, &[t]).await;
+    p.resume(t).await.unwrap();
+    let mine = || {
+        FLOW.all()
+            .into_iter()
+            .filter(|f| f.0 == kind)
+            .collect::<Vec<_>>()
+    };
+    let wait_for = |n: usize| async move {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while mine().len() < n {
+            assert!(tokio::time::Instant::now() < deadline, "{:?}", mine());
+            sleep_ms(20).await;
+        }
+    };
+    wait_for(7).await;
+    sleep_ms(100).await;
+    let order: Vec<u32> = mine().iter().map(|r| r.1).collect();
+    assert_eq!(order, [10, 11, 12, 20, 0, 1, 2], "by priority, then due");
+    let again = p.send_with(t, &job(20), once).await.unwrap();
+    assert!(matches!(again, SendOutcome::Duplicate(_)), "{again:?}");
+    // One key at 20/s (burst 2, what 100 ms allows): four of its messages start at 0, 0, 50
+    // and 100 ms.
+    for n in 30..34u32 {
+        let opts = SendOptions::new().key("same");
+        p.send_with(t, &job(n), opts).await.unwrap();
+    }
+    wait_for(11).await;
+    let runs = mine();
+    let gap = runs[10].2 - runs[7].2;
+    assert!(
+        gap >= Duration::from_millis(90),
+        "one key at 20/s: four starts within {gap:?}"
+    );
     rt.shutdown().await.unwrap();
 }

@@ -55,6 +55,8 @@ async fn due_messages_run_by_priority_then_due_time_and_never_early() {
         for (name, level) in levels {
             let opts = SendOptions::new().priority(level);
             p.send_with(t, &format!("{name}-{i}"), opts).await.unwrap();
+            // Due times apart: messages due in the same millisecond have no order.
+            sleep_ms(2).await;
         }
     }
     // The highest priority, due later: it waits for its time, whatever else is due.
@@ -120,6 +122,7 @@ async fn a_message_waiting_in_ready_is_pending_to_cancel_replace_reschedule_peek
     ] {
         let opts = SendOptions::new().id(id).priority(level);
         p.send_with(t, &id.to_string(), opts).await.unwrap();
+        sleep_ms(2).await;
     }
     let rt = Runtime::builder()
         .redis_url(server.url())
