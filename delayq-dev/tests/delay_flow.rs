@@ -67,6 +67,9 @@ mod priority_edges {
 mod rate_per_key_kit {
     include!("flow/rate_per_key_kit.rs");
 }
+mod rate_per_key_edges {
+    include!("flow/rate_per_key_edges.rs");
+}
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

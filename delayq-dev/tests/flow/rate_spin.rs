@@ -13,7 +13,8 @@ use redis::Value;
 #[delay_listener(topic = "review.spin", rate = "1/s")]
 async fn slow_topic(_n: u32) {}
 
-/// claim_due calls of the topic (its ARGV ends with the rate, `1000000 1` for 1/s) in the
+/// claim_due calls of the topic (its ARGV ends with the rate, `1000000 1` for 1/s, then the
+/// rate per key, empty here) in the
 /// server's slow log (every command is logged).
 fn claim_calls(server: &RedisServer) -> usize {
     let mut c = server.connection();
@@ -39,7 +40,8 @@ fn claim_calls(server: &RedisServer) -> usize {
                 .collect();
             text.first().is_some_and(|c| {
                 c.eq_ignore_ascii_case("evalsha") || c.eq_ignore_ascii_case("eval")
-            }) && text.last().is_some_and(|l| l == "1000000 1")
+            }) && text.iter().rev().nth(1).is_some_and(|l| l == "1000000 1")
+                && text.last().is_some_and(String::is_empty)
         })
         .count()
 }

@@ -8,13 +8,17 @@
 --   take as many as fit `burst` intervals ahead of now). A message held back stays due and
 --   unclaimed, its attempt unused, and `when to look next` is when the limit lets one more go.
 -- ARGV[6] the topic's rate limit per message key (`rate_per_key`), `<interval µs> <burst>`,
---   or '' for none: each key's claims keep to it, a key's limit kept in KEYS[13] `keyrate`
---   (key -> its limit time, µs, as `rate_tat`; a key whose time has passed is removed). A due
---   message whose key is held back is not left at the head, where it would hold up the other
---   keys: it is given the start its key will allow (the key's time moves on for it) and waits
---   in `delayed` until then, scored half a millisecond before it, which marks it as given (when
---   it comes due it is claimed without asking the limit again). So each message of a hot key
---   is moved once, and the other keys' due messages are claimed at once.
+--   or '' for none: each key's claims keep to it, a key's times kept in KEYS[13] `keyrate`
+--   (µs, as `rate_tat`; a time that has passed is removed): `r<key>`, up to which starts are
+--   promised, and `s<key>`, the limit on its actual starts. A due message whose key is held
+--   back is not left at the head, where it would hold up the other keys: it is promised the
+--   next free start of its key and waits in `delayed` until then, scored half a millisecond
+--   before it (the mark of a message moved aside). Claimed about when promised, it starts;
+--   claimed long after (a pause in claims), it starts only if the key's actual starts allow,
+--   else it is promised the key's next free start (after a pause, a key's overdue messages
+--   are spread out again, each moved once, and at most one extra start slips in). So each
+--   message of a hot key is moved about once, and the other keys' due messages are claimed
+--   at once. The set expires once its latest time has passed.
 -- KEYS[15], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
@@ -93,6 +97,9 @@ if behind then limit = 0 end
 -- looked at a call (the boss calls again while due messages are left). Removes what it picks
 -- from where it was.
 local KEY_SCAN_MAX = 1000
+local function prune_keys()
+  prune_key_times(now_micros)
+end
 local function pick_per_key(limit, kinterval, kburst)
   local cand
   if prio then
@@ -101,58 +108,100 @@ local function pick_per_key(limit, kinterval, kburst)
     cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
       KEY_SCAN_MAX)
   end
-  if #cand == 0 then return {}, nil end
+  if #cand == 0 then
+    prune_keys()
+    return {}, nil
+  end
   local ids = {}
   for i = 1, #cand, 2 do ids[#ids + 1] = cand[i] end
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
-  local key, tat, uniq = {}, {}, {}
+  -- Two times per key (members 'r' .. key and 's' .. key of KEYS[13]): `res`, up to which
+  -- starts are promised to messages moved aside, and `start`, the limit on actual starts.
+  local key, res, start, uniq = {}, {}, {}, {}
   for i = 1, #ids do
     key[i] = key_of(raws[i])
-    if not tat[key[i]] then
-      tat[key[i]] = 0
-      uniq[#uniq + 1] = key[i]
+    if not res[key[i]] then
+      res[key[i]] = 0
+      uniq[#uniq + 1] = 'r' .. key[i]
+      uniq[#uniq + 1] = 's' .. key[i]
     end
   end
   -- After the test kit's travel, what it made due starts without waiting (see travel.lua).
   local credit = redis.call('HGET', KEYS[9], 'key_credit')
   local stored = redis.call('ZMSCORE', KEYS[13], unpack(uniq))
-  for i, k in ipairs(uniq) do tat[k] = tonumber(stored[i]) or 0 end
+  for i = 1, #uniq, 2 do
+    local k = string.sub(uniq[i], 2)
+    res[k] = tonumber(stored[i]) or 0
+    start[k] = tonumber(stored[i + 1]) or 0
+  end
+  local ahead = (kburst - 1) * kinterval
+  -- How late a promised start may be claimed and still count as on time.
+  local late_ok = math.max(kburst * kinterval, 20000)
   local picked, parked, looked, changed = {}, {}, {}, {}
+  -- Moves `id` aside to the start `at` (µs) allows, scored half a ms before it (marked).
+  local function set_aside(id, at, score)
+    parked[#parked + 1] = string.format('%d.5', math.ceil((at - ahead) / 1000) - 1)
+    parked[#parked + 1] = id
+    -- Out of `ready`, its priority goes back in the index (see prelude.lua).
+    if prio then
+      local p = ready_priority(score)
+      if p ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[14], id, p) end
+    end
+  end
   for i, id in ipairs(ids) do
     if #picked >= limit then break end
     local k = key[i]
     looked[#looked + 1] = id
-    if tonumber(cand[2 * i]) % 1 ~= 0 or credit then
-      picked[#picked + 1] = id -- given its start when it was moved (or by the kit's travel)
-    elseif tat[k] <= now_micros + (kburst - 1) * kinterval then
+    changed[k] = true
+    local score = tonumber(cand[2 * i])
+    local due = prio and ready_due(score) or score
+    if credit then
       picked[#picked + 1] = id
-      tat[k] = math.max(tat[k], now_micros) + kinterval
-      changed[k] = true
+    elseif due % 1 ~= 0 and (due + 0.5) * 1000 >= now_micros - late_ok then
+      -- Moved aside before and claimed about when promised: it starts.
+      picked[#picked + 1] = id
+      start[k] = math.max(start[k], now_micros) + kinterval
+    elseif due % 1 ~= 0 and start[k] <= now_micros + ahead then
+      -- Promised long ago (a pause in claims, or every slot busy): it starts if the key's
+      -- actual starts allow (one of the key's overdue messages per interval)...
+      picked[#picked + 1] = id
+      start[k] = math.max(start[k], now_micros) + kinterval
+    elseif due % 1 == 0 and res[k] <= now_micros + ahead and start[k] <= now_micros + ahead then
+      picked[#picked + 1] = id
+      res[k] = math.max(res[k], now_micros) + kinterval
+      start[k] = math.max(start[k], now_micros) + kinterval
     else
-      -- The start the key allows next, in whole ms, the message scored half a ms before it.
-      local start = math.ceil((tat[k] - (kburst - 1) * kinterval) / 1000)
-      tat[k] = tat[k] + kinterval
-      changed[k] = true
-      parked[#parked + 1] = string.format('%d.5', start - 1)
-      parked[#parked + 1] = id
+      -- ... else (and a held-back new one) it is promised the key's next free start.
+      local at = math.max(res[k], start[k])
+      set_aside(id, at, score)
+      res[k] = at + kinterval
     end
   end
   -- The new homes first (see far.lua), then the old ones cleared.
   if #parked > 0 then redis.call('ZADD', KEYS[1], unpack(parked)) end
   local times = {}
   for k in pairs(changed) do
-    times[#times + 1] = string.format('%d', math.ceil(tat[k]))
-    times[#times + 1] = k
+    for _, t in ipairs({ { 'r', res[k] }, { 's', start[k] } }) do
+      if t[2] > now_micros then
+        times[#times + 1] = string.format('%d', math.ceil(t[2]))
+        times[#times + 1] = t[1] .. k
+      end
+    end
   end
-  if #times > 0 then redis.call('ZADD', KEYS[13], unpack(times)) end
+  if #times > 0 then
+    redis.call('ZADD', KEYS[13], unpack(times))
+    -- The whole set goes once its latest time has passed: a topic gone quiet keeps no key.
+    local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')
+    if last[2] then
+      redis.call('PEXPIREAT', KEYS[13], math.ceil(tonumber(last[2]) / 1000) + 1)
+    end
+  end
   if prio then
     redis.call('ZREM', KEYS[12], unpack(looked))
   elseif #picked > 0 then
     redis.call('ZREM', KEYS[1], unpack(picked))
   end
-  -- Keys whose time has passed need no state: gone (at most KEY_SCAN_MAX a call).
-  local stale = math.min(redis.call('ZCOUNT', KEYS[13], '-inf', now_micros), KEY_SCAN_MAX)
-  if stale > 0 then redis.call('ZREMRANGEBYRANK', KEYS[13], 0, stale - 1) end
+  prune_keys()
   return picked, credit
 end
 

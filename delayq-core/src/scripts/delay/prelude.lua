@@ -256,6 +256,14 @@ local function ready_due(score)
   return tonumber(score) % READY_BLOCK - READY_OFFSET
 end
 
+-- `rate_per_key`: keys whose time (KEYS[13], µs) has passed need no state: they go, at most
+-- 1,000 a call (claims of the topic and the back pool's sweep call it, so a key that went
+-- quiet is gone within about two minutes of its window even when nothing else happens).
+local function prune_key_times(now_us)
+  local n = math.min(redis.call('ZCOUNT', KEYS[13], '-inf', string.format('%d', now_us)), 1000)
+  if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[13], 0, n - 1) end
+end
+
 -- Moves an id to the dead letters, keeping its envelope (with the reason) in msg; a message
 -- sent with `dedup_for` has finished: its id stays reserved for the window.
 local function bury(id, m, reason, now)

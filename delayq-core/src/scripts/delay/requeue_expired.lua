@@ -33,4 +33,5 @@ if requeued > 0 then wake(WAKE_BOSS) end
 count('retry', requeued, now)
 count('dead', dead, now)
 unreserve_expired(now)
+prune_key_times(now * 1000)
 return { requeued, dead, head_score(KEYS[2]), now, trim_dead(now, ARGV[5], ARGV[6]) }
