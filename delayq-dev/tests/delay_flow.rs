@@ -28,6 +28,9 @@ fn log_every_command(server: &RedisServer) -> redis::Connection {
 mod rate_processes {
     include!("flow/rate_processes.rs");
 }
+mod per_key_processes {
+    include!("flow/per_key_processes.rs");
+}
 mod stream_dead_bounds {
     include!("flow/stream_dead_bounds.rs");
 }

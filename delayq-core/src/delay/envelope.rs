@@ -111,12 +111,9 @@ mod tests {
             ("00-ab", &b"{}"[..])
         );
         assert_eq!(e.dedup_ms, 0);
-        let e = Envelope::parse(
-            b"1 1 2 0 100 200 0 0 0 60000
-{}",
-        )
-        .unwrap();
+        let e = Envelope::parse(b"1 1 2 0 100 200 0 0 0 60000\n{}").unwrap();
         assert_eq!((e.trace.as_str(), e.dedup_ms), ("", 60000));
+        assert_eq!(e.payload, b"{}");
         assert_eq!(e.priority, 128);
         let e = Envelope::parse(b"1 1 2 0 100 200 0 0 0 0 192\n{}").unwrap();
         assert_eq!((e.dedup_ms, e.priority), (0, 192));
@@ -127,7 +124,6 @@ mod tests {
             ("E", "tr", "cus")
         );
         assert_eq!(e.payload, b"-{}");
-        assert_eq!(e.payload, b"{}");
     }
 
     #[test]

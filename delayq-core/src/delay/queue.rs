@@ -139,41 +139,6 @@ impl TopicQueue {
         &self.flow
     }
 
-    /// Records the rate limit in the topic's statistics (`TopicStats::rate`), for
-    /// `delayq stats` and the dashboard; an unlimited queue clears it.
-    ///
-    /// # Errors
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn announce_flow(&self) -> Result<()> {
-        let info = self.keys.farinfo.clone();
-        let shown = match (self.flow.rate, self.flow.rate_per_key) {
-            (Some(r), None) => Some(format!("{r} burst {}", r.burst)),
-            (Some(r), Some(k)) => Some(format!("{r} burst {}, {k} per key", r.burst)),
-            (None, Some(k)) => Some(format!("{k} per key")),
-            (None, None) => None,
-        };
-        super::call::on_topic(&self.conn, &self.keys, |mut c| async move {
-            match shown {
-                Some(shown) => {
-                    redis::cmd("HSET")
-                        .arg(&info)
-                        .arg("rate")
-                        .arg(shown)
-                        .query_async::<()>(&mut c)
-                        .await
-                }
-                None => {
-                    redis::cmd("HDEL")
-                        .arg(&info)
-                        .arg("rate")
-                        .query_async::<()>(&mut c)
-                        .await
-                }
-            }
-        })
-        .await
-    }
-
     /// Dead letters dropped past the bounds by this queue's calls (any clone) since the last
     /// call of this.
     pub fn take_dead_dropped(&self) -> u64 {

@@ -5,6 +5,7 @@
 use std::time::SystemTime;
 
 use super::call::on_topic;
+use super::queue::TopicQueue;
 use crate::error::Result;
 use crate::producer::Producer;
 use crate::time::ms_to_time;
@@ -159,6 +160,44 @@ impl Producer {
             dead_dropped: dead_dropped.unwrap_or(0),
             rate,
         })
+    }
+}
+
+/// What a consumer tells the statistics of its topic.
+impl TopicQueue {
+    /// Records the rate limit in the topic's statistics (`TopicStats::rate`), for
+    /// `delayq stats` and the dashboard; an unlimited queue clears it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn announce_flow(&self) -> Result<()> {
+        let info = self.keys.farinfo.clone();
+        let shown = match (self.flow.rate, self.flow.rate_per_key) {
+            (Some(r), None) => Some(format!("{r} burst {}", r.burst)),
+            (Some(r), Some(k)) => Some(format!("{r} burst {}, {k} per key", r.burst)),
+            (None, Some(k)) => Some(format!("{k} per key")),
+            (None, None) => None,
+        };
+        on_topic(&self.conn, &self.keys, |mut c| async move {
+            match shown {
+                Some(shown) => {
+                    redis::cmd("HSET")
+                        .arg(&info)
+                        .arg("rate")
+                        .arg(shown)
+                        .query_async::<()>(&mut c)
+                        .await
+                }
+                None => {
+                    redis::cmd("HDEL")
+                        .arg(&info)
+                        .arg("rate")
+                        .query_async::<()>(&mut c)
+                        .await
+                }
+            }
+        })
+        .await
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! Each handled message appends the line `<payload> <attempt> <pid>` to the file named by
 //! `DELAYQ_TEST_LEDGER`, after sleeping `DELAYQ_TEST_HANDLER_MS` (default 0) milliseconds.
-//! Listeners: `proc.work` (ack_timeout 5 s), `proc.slow` (ack_timeout 1 s) and `proc.rated`
-//! (`rate = "1000/s"`, which tests lower with `DELAYQ_LISTENER_PROC_RATED_RATE`).
+//! Listeners: `proc.work` (ack_timeout 5 s), `proc.slow` (ack_timeout 1 s), `proc.rated`
+//! (`rate = "1000/s"`, which tests lower with `DELAYQ_LISTENER_PROC_RATED_RATE`) and
+//! `proc.perkey` (`rate_per_key = "20/s"`).
 
 use delayq_runtime::{delay_listener, Message};
 
@@ -33,6 +34,11 @@ async fn slow(msg: Message<u64>) -> Result<(), String> {
 
 #[delay_listener(topic = "proc.rated", concurrency = 32, rate = "1000/s")]
 async fn rated(msg: Message<u64>) -> Result<(), String> {
+    handle(msg).await
+}
+
+#[delay_listener(topic = "proc.perkey", concurrency = 32, rate_per_key = "20/s")]
+async fn per_key(msg: Message<u64>) -> Result<(), String> {
     handle(msg).await
 }
 
