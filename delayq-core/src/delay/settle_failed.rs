@@ -38,15 +38,7 @@ impl TopicQueue {
         default_max_attempts: u32,
         dead_reason: Option<&str>,
     ) -> Result<NackOutcome> {
-        let failure = Failure {
-            backoff_ms: millis(backoff),
-            error,
-            default_max_attempts,
-            dead_reason,
-            later: false,
-            timed_out: false,
-            flow: &self.flow,
-        };
+        let failure = self.failure(backoff, error, default_max_attempts, dead_reason);
         self.settle_failed(id, token, failure).await
     }
 
@@ -64,15 +56,29 @@ impl TopicQueue {
         default_max_attempts: u32,
     ) -> Result<NackOutcome> {
         let failure = Failure {
+            timed_out: true,
+            ..self.failure(backoff, error, default_max_attempts, None)
+        };
+        self.settle_failed(id, token, failure).await
+    }
+
+    /// A failed run's arguments for `nack.lua`: retried after `backoff` (or dead-lettered).
+    fn failure<'a>(
+        &'a self,
+        backoff: Duration,
+        error: &'a str,
+        default_max_attempts: u32,
+        dead_reason: Option<&'a str>,
+    ) -> Failure<'a> {
+        Failure {
             backoff_ms: millis(backoff),
             error,
             default_max_attempts,
-            dead_reason: None,
+            dead_reason,
             later: false,
-            timed_out: true,
+            timed_out: false,
             flow: &self.flow,
-        };
-        self.settle_failed(id, token, failure).await
+        }
     }
 
     /// Hands a delivery back to be claimed again after `after`, its attempt not counted
@@ -89,13 +95,8 @@ impl TopicQueue {
         note: &str,
     ) -> Result<NackOutcome> {
         let failure = Failure {
-            backoff_ms: millis(after),
-            error: note,
-            default_max_attempts: 1,
-            dead_reason: None,
             later: true,
-            timed_out: false,
-            flow: &self.flow,
+            ..self.failure(after, note, 1, None)
         };
         self.settle_failed(id, token, failure).await
     }

@@ -10,7 +10,7 @@ use delayq_core::protocol::TopicKeys;
 use delayq_core::{Cancelled, MessageId, Priority, SendOptions, SendOutcome};
 use delayq_dev::{producer, sleep_ms, RedisServer};
 use delayq_runtime::testing::TestRuntime;
-use delayq_runtime::{delay_listener, Runtime};
+use delayq_runtime::delay_listener;
 
 /// (payload, when it ran).
 static RUNS: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
@@ -65,12 +65,7 @@ async fn due_messages_run_by_priority_then_due_time_and_never_early() {
         .priority(Priority::from(255))
         .delay(Duration::from_millis(1500));
     p.send_with(t, &"late".to_string(), late).await.unwrap();
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = crate::runtime(&server, t).await;
     p.resume(t).await.unwrap();
     let runs = wait_runs(&RUNS, 33).await;
     rt.shutdown().await.unwrap();
@@ -124,12 +119,7 @@ async fn a_message_waiting_in_ready_is_pending_to_cancel_replace_reschedule_peek
         p.send_with(t, &id.to_string(), opts).await.unwrap();
         sleep_ms(2).await;
     }
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = crate::runtime(&server, t).await;
     p.resume(t).await.unwrap();
     let first = wait_runs(&HELD, 1).await;
     assert_eq!(first[0].0, "b", "the first high one runs first");
@@ -245,12 +235,7 @@ async fn a_topic_without_priorities_never_gets_ready() {
     let p = producer(&server).await;
     let t = "flow.prio.none";
     let keys = TopicKeys::new("delayq", t).unwrap();
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = crate::runtime(&server, t).await;
     for n in 0..50u32 {
         let opts = SendOptions::new().priority(Priority::Normal);
         p.send_with(t, &n, opts).await.unwrap();

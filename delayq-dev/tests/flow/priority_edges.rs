@@ -9,7 +9,7 @@ use std::time::Duration;
 use delayq_core::{MessageId, Priority, SendOptions};
 use delayq_dev::{producer, sleep_ms, RedisServer, Seen};
 use delayq_runtime::testing::TestRuntime;
-use delayq_runtime::{delay_listener, Runtime};
+use delayq_runtime::delay_listener;
 
 // --- 1. A backlog of more than 1,000 due messages hides a later-due high one --------------
 
@@ -45,12 +45,7 @@ async fn a_high_message_due_behind_a_backlog_of_3000_runs_first() {
     .await
     .unwrap();
     sleep_ms(5).await;
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = crate::runtime(&server, t).await;
     p.resume(t).await.unwrap();
     BACKLOG
         .wait_matching(1, Duration::from_secs(20), |s| s == "high")

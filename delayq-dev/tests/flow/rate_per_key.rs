@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use delayq_core::protocol::TopicKeys;
 use delayq_core::SendOptions;
 use delayq_dev::{producer, sleep_ms, RedisServer};
-use delayq_runtime::{delay_listener, Message, Runtime};
+use delayq_runtime::{delay_listener, Message};
 use futures_util::StreamExt;
 
 /// (key, payload, lateness past its due time, when it started).
@@ -46,12 +46,7 @@ async fn a_hot_key_drains_at_its_rate_and_never_delays_the_other_keys() {
     let started = Instant::now();
     let mut runtimes = Vec::new();
     for _ in 0..2 {
-        let rt = Runtime::builder()
-            .redis_url(server.url())
-            .topics([t])
-            .spawn()
-            .await
-            .unwrap();
+        let rt = crate::runtime(&server, t).await;
         runtimes.push(rt);
     }
     // 99 other keys, three messages each, one a second per key, due 100 ms after each send.

@@ -16,7 +16,7 @@ use delayq_core::{MessageId, Priority, SendOptions};
 
 use delayq_dev::{producer, sleep_ms, RedisServer};
 use delayq_runtime::__private::Rate;
-use delayq_runtime::{delay_listener, Runtime};
+use delayq_runtime::delay_listener;
 
 fn per_key(rate: Option<&str>) -> Flow {
     Flow {
@@ -54,12 +54,7 @@ async fn quiet_keys_hold_no_state_after_their_window() {
     let p = producer(&server).await;
     let t = "review.key.quiet";
     let keys = TopicKeys::new("delayq", t).unwrap();
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = crate::runtime(&server, t).await;
     for k in 0..50 {
         send_key(&p, t, &format!("m{k}"), &format!("customer-{k}")).await;
     }
