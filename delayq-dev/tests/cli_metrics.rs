@@ -230,5 +230,66 @@ async fn cli_metrics_match_the_ledger_under_load() {
         ) >= ran - 1.0,
         "{last}"
     );
+
+    // The alert rules and the Grafana dashboard in docs/alerts name only metrics that exist:
+    // each is in this scrape, but `delayq_schedule_stalled`, which has a series only once a
+    // schedule stalled (schedule_stalled_metric.rs scrapes it); and each is one the runtime's
+    // code exports.
+    let runtime_src = runtime_source();
+    for file in ["delayq.rules.yml", "grafana-dashboard.json"] {
+        let path = format!("{}/../docs/alerts/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let named = metric_names(&text);
+        assert!(named.len() >= 8, "{file} names {named:?}");
+        for name in named {
+            let base = name.strip_suffix("_bucket").unwrap_or(&name);
+            assert!(
+                runtime_src.contains(&format!("\"{base}\"")),
+                "{file} names {name}, which delayq-runtime never exports"
+            );
+            if name == "delayq_schedule_stalled" {
+                continue;
+            }
+            assert!(
+                last.lines()
+                    .any(|l| l.starts_with(&format!("{name}{{"))
+                        || l.starts_with(&format!("{name} "))),
+                "{file} names {name}, which the runtime does not export:\n{last}"
+            );
+        }
+    }
     runtime.shutdown().await.unwrap();
+}
+
+/// The text of delayq-runtime's sources.
+fn runtime_source() -> String {
+    fn walk(dir: &std::path::Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let mut out = String::new();
+    let src = format!("{}/../delayq-runtime/src", env!("CARGO_MANIFEST_DIR"));
+    walk(std::path::Path::new(&src), &mut out);
+    out
+}
+
+/// The metric names (`delayq_…`) a text mentions.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("delayq_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
 }
