@@ -97,9 +97,6 @@ if behind then limit = 0 end
 -- looked at a call (the boss calls again while due messages are left). Removes what it picks
 -- from where it was.
 local KEY_SCAN_MAX = 1000
-local function prune_keys()
-  prune_key_times(now_micros)
-end
 local function pick_per_key(limit, kinterval, kburst)
   local cand
   if prio then
@@ -109,7 +106,7 @@ local function pick_per_key(limit, kinterval, kburst)
       KEY_SCAN_MAX)
   end
   if #cand == 0 then
-    prune_keys()
+    prune_key_times(now_micros)
     return {}, nil
   end
   local ids = {}
@@ -201,7 +198,7 @@ local function pick_per_key(limit, kinterval, kburst)
   elseif #picked > 0 then
     redis.call('ZREM', KEYS[1], unpack(picked))
   end
-  prune_keys()
+  prune_key_times(now_micros)
   return picked, credit
 end
 

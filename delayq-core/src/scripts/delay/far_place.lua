@@ -53,9 +53,7 @@ end
 local function place(id, m, now, t)
   local b = bucket_of(m.due_ms)
   if promote_at(b) <= now then
-    redis.call('HSET', KEYS[3], id, encode(m))
-    redis.call('ZADD', KEYS[1], m.due_ms, id)
-    index_priority(id, m)
+    to_delayed(id, m, m.due_ms)
     return m.due_ms, nil
   end
   if not width_stored then

@@ -241,6 +241,14 @@ local function index_priority(id, m)
   if p ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[14], id, p) end
 end
 
+-- Stores envelope `m` of `id` in the hot keys, waiting in `delayed` with `score` (its due
+-- time, or now for a message handed back), its priority indexed.
+local function to_delayed(id, m, score)
+  redis.call('HSET', KEYS[3], id, encode(m))
+  redis.call('ZADD', KEYS[1], score, id)
+  index_priority(id, m)
+end
+
 -- The message key of a raw envelope from its header (`SendOptions::key`; '' for none, or when
 -- the header does not parse): the messages of one key share `rate_per_key`.
 local function key_of(raw)

@@ -10,10 +10,8 @@ for i = 3, #ARGV, 2 do
   local m = owned(id, ARGV[i + 1])
   if m then
     if m.attempt > 0 then m.attempt = m.attempt - 1 end
-    redis.call('HSET', KEYS[3], id, encode(m))
+    to_delayed(id, m, now)
     redis.call('ZREM', KEYS[2], id)
-    redis.call('ZADD', KEYS[1], now, id)
-    index_priority(id, m)
     n = n + 1
   end
 end

@@ -32,10 +32,8 @@ for _, id in ipairs(ids) do
       -- Pending again: its death's reservation (`dedup_for`) ends, as a pending id's sends
       -- behave as they always do; its next finish reserves the id again.
       if m.dedup > 0 then redis.call('ZREM', KEYS[11], id) end
-      redis.call('HSET', KEYS[3], id, encode(m))
+      to_delayed(id, m, now)
       redis.call('ZREM', KEYS[4], id)
-      redis.call('ZADD', KEYS[1], now, id)
-      index_priority(id, m)
       n = n + 1
     else
       left = left + 1

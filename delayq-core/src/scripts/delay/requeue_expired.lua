@@ -19,9 +19,7 @@ for _, id in ipairs(ids) do
         string.format('ack deadline passed on attempt %d of max_attempts %d', m.attempt, max), now)
       dead = dead + 1
     else
-      redis.call('HSET', KEYS[3], id, encode(m))
-      redis.call('ZADD', KEYS[1], now, id)
-      index_priority(id, m)
+      to_delayed(id, m, now)
       requeued = requeued + 1
     end
   elseif raw then
