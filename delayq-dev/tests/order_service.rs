@@ -109,17 +109,28 @@ fn orders_are_paid_or_closed_and_one_sigterm_stops_everything_losing_nothing() {
     let (code, _) = post(&agent, &format!("{base}/orders"), Some("not json"));
     assert!(code == 400 || code == 422, "{code}");
 
-    // The metrics: one timeout handled, on the health listener's port.
-    let mut r = agent.get(&format!("http://{ops}/metrics")).call().unwrap();
-    let metrics = r.body_mut().read_to_string().unwrap();
-    let handled = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with("delayq_handled_total")
-                && l.contains("order.timeout")
-                && l.contains("\"ok\"")
-        })
-        .unwrap_or_else(|| panic!("no handled count in {metrics}"));
+    // The metrics: one timeout handled, on the health listener's port. The count is taken
+    // when Redis applied the ack, which may come a moment after the handler closed the order:
+    // read until it shows (or 5 s pass).
+    let read_handled = || {
+        let mut r = agent.get(&format!("http://{ops}/metrics")).call().unwrap();
+        let metrics = r.body_mut().read_to_string().unwrap();
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("delayq_handled_total")
+                    && l.contains("order.timeout")
+                    && l.contains("\"ok\"")
+            })
+            .unwrap_or_else(|| panic!("no handled count in {metrics}"))
+            .to_string()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut handled = read_handled();
+    while handled.ends_with(" 0") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        handled = read_handled();
+    }
     assert!(handled.ends_with(" 1"), "{handled}");
 
     // A third order, then SIGTERM at once: HTTP and the runtime stop together, exit 0.
