@@ -46,6 +46,10 @@ pub(crate) enum Command {
     },
     /// Sends a message: `delayq send order.timeout '{"order_id":7}' --delay 30s`.
     Send(SendArgs),
+    /// Where one message is now: delayed (its due time), in flight (its claim's deadline and
+    /// attempt), dead (why), finished within a dedup window, or unknown (exit 1); with its
+    /// attempts, last error and payload. One bounded lookup, however large the topic.
+    Find { topic: String, id: String },
     /// Cancels a pending message (exit 1 unless it was removed).
     Cancel { topic: String, id: String },
     /// Pauses a topic: no process claims its messages until `delayq resume`; sends keep

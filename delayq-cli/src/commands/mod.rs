@@ -105,6 +105,19 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             );
         }
         Command::Send(args) => send(&p, json, args).await?,
+        Command::Find { topic, id } => {
+            known_topic(&p, &topic).await?;
+            let id = message_id(&id)?;
+            let found = p.find(&topic, &id).await?;
+            if found.place == delayq_core::Place::Unknown {
+                return Err(Failure::NotFound(format!(
+                    "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
+                )));
+            }
+            emit(json, report::found_json(&topic, &found), || {
+                report::found_detail(&topic, &found, SystemTime::now()).to_string()
+            });
+        }
         Command::Cancel { topic, id } => {
             known_topic(&p, &topic).await?;
             let id = message_id(&id)?;

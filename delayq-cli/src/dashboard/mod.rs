@@ -97,6 +97,7 @@ pub(crate) async fn serve(
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/overview", get(overview))
         .route("/api/topics/{topic}/dead", get(dead_list))
+        .route("/api/topics/{topic}/messages/{id}", get(find))
         .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
         .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
         .route("/api/topics/{topic}/flow/{action}", post(flow_write));
@@ -153,6 +154,25 @@ async fn dead_list(
         .iter()
         .map(report::dead_json)
         .collect::<Vec<_>>())))
+}
+
+/// Where one message is (`delayq find`): 404 with the reason when the topic does not have it.
+async fn find(
+    State(board): Shared,
+    Path((topic, id)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let id = MessageId::new(&id).map_err(|e| Failure::Usage(e.to_string()))?;
+    if !p.topics().await?.contains(&topic) {
+        return Err(Failure::NotFound(format!("no topic {topic:?}")));
+    }
+    let found = p.find(&topic, &id).await?;
+    if found.place == delayq_core::Place::Unknown {
+        return Err(Failure::NotFound(format!(
+            "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
+        )));
+    }
+    Ok(Json(report::found_json(&topic, &found)))
 }
 
 /// Refuses a write unless the dashboard allows writes and the request confirms it.

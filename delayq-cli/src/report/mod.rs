@@ -2,9 +2,11 @@
 //! (`--json` and the dashboard's API share them) and table rows (`views.rs`), over the forms
 //! they share (`text.rs`).
 
+mod found;
 mod text;
 mod views;
 
+pub(crate) use found::{found_detail, found_json};
 pub(crate) use text::{error_row, printable_lines, table};
 pub(crate) use views::{
     dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row,

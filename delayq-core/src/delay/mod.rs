@@ -11,7 +11,8 @@
 //! - `queue.rs`: the consumer side (claim, ack, extend, release, requeue) the runtime drives;
 //!   `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
 //!   bounds its scripts enforce.
-//! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek).
+//! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek); `find.rs`:
+//!   where one message is.
 //! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
 //! - `travel.rs` (feature `testing` only): the test kit's time travel.
 
@@ -19,6 +20,7 @@ mod buckets;
 mod call;
 mod dead;
 mod envelope;
+mod find;
 mod flow;
 mod inspect;
 mod keys;
@@ -37,6 +39,7 @@ mod travel;
 
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
+pub use find::{FoundMessage, Place};
 pub use flow::Flow;
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;

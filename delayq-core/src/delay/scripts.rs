@@ -39,6 +39,7 @@ scripts!(
         purge_dead,
         tick,
         state,
+        find,
         pause,
     ]
 );
