@@ -36,6 +36,11 @@ pub(crate) enum Command {
     Stats {
         /// One topic (default: all).
         topic: Option<String>,
+        /// The history instead: handled, retried, dead and timed out per minute, lateness
+        /// p50/p99 and the backlog, as sparklines over this long (a point a minute up to 24h,
+        /// an hour up to 720h): `--since 1h`.
+        #[arg(long, value_parser = since)]
+        since: Option<Duration>,
     },
     /// The next messages due on a topic, without claiming them.
     Peek {
@@ -180,6 +185,15 @@ fn delay(text: &str) -> Result<Duration, String> {
                 delayq_spec::duration::FORMAT
             )
         })
+}
+
+/// `--since`: a duration from a minute to 30 days (720h).
+fn since(text: &str) -> Result<Duration, String> {
+    let d = delay(text)?;
+    if d < Duration::from_secs(60) || d > delayq_core::HISTORY_HOURS {
+        return Err("the history goes back from 1m to 720h (30 days)".into());
+    }
+    Ok(d)
 }
 
 #[cfg(test)]

@@ -45,8 +45,9 @@ mod trace;
 
 pub use connection::MIN_REDIS_VERSION;
 pub use delay::{
-    Cancelled, DeadLetter, FoundMessage, Outcomes, PendingMessage, Place, Priority, SendOptions,
-    SendOutcome, TopicCounts, TopicStats, DEFAULT_REPLICA_TIMEOUT, MAX_KEY_LEN,
+    Cancelled, DeadLetter, FoundMessage, HistoryPoint, Outcomes, PendingMessage, Place, Priority,
+    SendOptions, SendOutcome, TopicCounts, TopicHistory, TopicStats, DEFAULT_REPLICA_TIMEOUT,
+    HISTORY_HOURS, HISTORY_MINUTES, LATENESS_BINS_MS, MAX_KEY_LEN,
 };
 pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};
@@ -73,8 +74,9 @@ pub mod protocol {
     #[cfg(feature = "testing")]
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
-        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
-        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL,
+        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, Tally, TopicKeys,
+        TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
+        WAKE_TRAVEL,
     };
     pub use crate::env::CA_FILE_VAR;
     pub use crate::names::validate_namespace;

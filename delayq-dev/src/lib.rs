@@ -52,8 +52,8 @@ pub use proxy::BlackholeProxy;
 pub use schedule_ledger::ScheduleTick;
 pub use server::{free_port, Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
-    drained, envelope, init_tracing, keys, pending_entries, producer, runtime, score, sleep_ms,
-    state, stream_dead_letters, stream_runtime, wait_until, Seen,
+    clear_of_history_writes, drained, envelope, init_tracing, keys, pending_entries, producer,
+    runtime, score, sleep_ms, state, stream_dead_letters, stream_runtime, wait_until, Seen,
 };
 pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
 pub use web::{get_json, http_agent, post_json, Service};

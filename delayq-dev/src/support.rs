@@ -80,6 +80,27 @@ pub async fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> boo
     }
 }
 
+/// Waits until a window of `window` starting now cannot meet a runtime's history writes
+/// (they run 2-3 s after each minute of the clock, see delayq-runtime's history.rs): for tests
+/// that count the commands of an idle runtime.
+pub async fn clear_of_history_writes(window: Duration) {
+    let window = window.as_millis() as u64;
+    assert!(window < 50_000, "no window of {window} ms misses them");
+    loop {
+        let in_minute = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            % 60_000;
+        // Writes may still run until 5 s into a minute; the window must end 1 s before the
+        // next ones.
+        if in_minute >= 5_000 && in_minute + window <= 61_000 {
+            return;
+        }
+        sleep_ms(250).await;
+    }
+}
+
 pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }

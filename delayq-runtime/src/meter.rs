@@ -4,9 +4,22 @@
 //! installed they do nothing. Install a recorder before `spawn()`: handles made earlier stay
 //! with the no-op one.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime};
 
+use delayq_core::protocol::Tally;
 use metrics::{Counter, Gauge, Histogram};
+
+/// What the history writer takes once a minute (`history.rs`): the same events as the
+/// metrics, counted here whether or not a recorder is installed.
+#[derive(Default)]
+struct Minute {
+    ok: AtomicU64,
+    retry: AtomicU64,
+    dead: AtomicU64,
+    timed_out: AtomicU64,
+    lateness: [AtomicU64; delayq_core::LATENESS_BINS_MS.len() + 1],
+}
 
 /// What became of a handler run, as `delayq_handled_total{outcome}` counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +41,7 @@ pub(crate) struct Meter {
     inflight: Gauge,
     pending: Gauge,
     dead_now: Gauge,
+    minute: Minute,
 }
 
 impl Meter {
@@ -57,6 +71,7 @@ impl Meter {
             inflight: metrics::gauge!("delayq_inflight", plain()),
             pending: metrics::gauge!("delayq_pending", plain()),
             dead_now: metrics::gauge!("delayq_dead", plain()),
+            minute: Minute::default(),
         }
     }
 
@@ -81,12 +96,47 @@ impl Meter {
             Outcome::Retry => self.retry.increment(n),
             Outcome::Dead => self.dead.increment(n),
         }
+        let m = &self.minute;
+        match outcome {
+            Outcome::Ok => m.ok.fetch_add(n, Relaxed),
+            Outcome::Retry => m.retry.fetch_add(n, Relaxed),
+            Outcome::Dead => m.dead.fetch_add(n, Relaxed),
+        };
+    }
+
+    /// What was counted since the last call (for the topic's history), from zero again.
+    pub(crate) fn take_minute(&self) -> Tally {
+        let m = &self.minute;
+        let mut t = Tally {
+            ok: m.ok.swap(0, Relaxed),
+            retry: m.retry.swap(0, Relaxed),
+            dead: m.dead.swap(0, Relaxed),
+            timed_out: m.timed_out.swap(0, Relaxed),
+            ..Tally::default()
+        };
+        for (bin, n) in t.lateness.iter_mut().zip(&m.lateness) {
+            *bin = n.swap(0, Relaxed);
+        }
+        t
+    }
+
+    /// Gives back what `take_minute` took when it could not be written, for the next write.
+    pub(crate) fn untake_minute(&self, t: &Tally) {
+        let m = &self.minute;
+        m.ok.fetch_add(t.ok, Relaxed);
+        m.retry.fetch_add(t.retry, Relaxed);
+        m.dead.fetch_add(t.dead, Relaxed);
+        m.timed_out.fetch_add(t.timed_out, Relaxed);
+        for (n, bin) in m.lateness.iter().zip(&t.lateness) {
+            n.fetch_add(*bin, Relaxed);
+        }
     }
 
     /// A run was stopped at its `timeout` (it is then retried or dead-lettered, and counted
     /// there too).
     pub(crate) fn timed_out(&self) {
         self.timed_out.increment(1);
+        self.minute.timed_out.fetch_add(1, Relaxed);
     }
 
     /// Whether the topic is paused, as this process's boss last found it.
@@ -107,6 +157,7 @@ impl Meter {
             .duration_since(due)
             .unwrap_or(Duration::ZERO);
         self.lateness.record(late.as_secs_f64());
+        self.minute.lateness[Tally::bin(late)].fetch_add(1, Relaxed);
         self.inflight.increment(1.0);
     }
 

@@ -6,7 +6,7 @@ mod dead;
 mod outcome;
 mod schedules;
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use delayq_core::{Cancelled, Producer, SendOptions, SendOutcome};
 use serde_json::{json, Value};
@@ -57,7 +57,11 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 },
             );
         }
-        Command::Stats { topic } => {
+        Command::Stats {
+            topic,
+            since: Some(window),
+        } => history(&p, json, topic, window).await?,
+        Command::Stats { topic, since: None } => {
             let stats = match topic {
                 Some(topic) => {
                     known_topic(&p, &topic).await?;
@@ -253,6 +257,32 @@ async fn send(p: &Producer, json: bool, args: SendArgs) -> Outcome {
         json,
         json!({"id": id.as_str(), "outcome": word, "topic": args.topic}),
         || format!("{id}: {word} on {}", args.topic),
+    );
+    Ok(())
+}
+
+/// `delayq stats [TOPIC] --since 1h`: each topic's history as sparklines (JSON: the points).
+async fn history(p: &Producer, json: bool, topic: Option<String>, window: Duration) -> Outcome {
+    let topics = match topic {
+        Some(topic) => {
+            known_topic(p, &topic).await?;
+            vec![topic]
+        }
+        None => p.topics().await?,
+    };
+    let mut all = Vec::new();
+    for t in &topics {
+        all.push(p.topic_history(t, window).await?);
+    }
+    emit(
+        json,
+        json!(all.iter().map(report::history_json).collect::<Vec<_>>()),
+        || {
+            all.iter()
+                .map(|h| report::history_text(h, window))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
     );
     Ok(())
 }

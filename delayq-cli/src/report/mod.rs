@@ -3,10 +3,12 @@
 //! they share (`text.rs`).
 
 mod found;
+mod history;
 mod text;
 mod views;
 
 pub(crate) use found::{found_detail, found_json};
+pub(crate) use history::{history_json, history_text};
 pub(crate) use text::{error_row, printable_lines, table};
 pub(crate) use views::{
     dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row,

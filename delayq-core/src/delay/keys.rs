@@ -48,6 +48,11 @@ pub struct TopicKeys {
     /// HASH, for a topic that has had a message with a priority: id → priority of each
     /// message in `delayed` whose priority is not the default (`prelude.lua`, "Priorities").
     pub priority: String,
+    /// HASH: the topic's history, a point a minute for a day (`history.lua`; field: the
+    /// minute modulo 1440).
+    pub history: String,
+    /// HASH: the same a point an hour for 30 days (field: the hour modulo 720).
+    pub history_hours: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
@@ -80,6 +85,8 @@ impl TopicKeys {
             ready: key("ready"),
             keyrate: key("keyrate"),
             priority: key("priority"),
+            history: key("history"),
+            history_hours: key("history:hours"),
             wake: key("wake"),
             publish: "PUBLISH",
         })
@@ -93,7 +100,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 14] {
+    pub fn typed(&self) -> [(&str, &'static str); 16] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -109,6 +116,8 @@ impl TopicKeys {
             (&self.ready, "zset"),
             (&self.keyrate, "zset"),
             (&self.priority, "hash"),
+            (&self.history, "hash"),
+            (&self.history_hours, "hash"),
         ]
     }
 }

@@ -12,7 +12,8 @@
 //!   `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
 //!   bounds its scripts enforce.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek); `find.rs`:
-//!   where one message is.
+//!   where one message is; `history.rs`: a topic's history
+//!   by the minute and the hour.
 //! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
 //! - `travel.rs` (feature `testing` only): the test kit's time travel.
 
@@ -22,6 +23,7 @@ mod dead;
 mod envelope;
 mod find;
 mod flow;
+mod history;
 mod inspect;
 mod keys;
 mod pause;
@@ -41,6 +43,9 @@ pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use find::{FoundMessage, Place};
 pub use flow::Flow;
+pub use history::{
+    HistoryPoint, Tally, TopicHistory, HISTORY_HOURS, HISTORY_MINUTES, LATENESS_BINS_MS,
+};
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{

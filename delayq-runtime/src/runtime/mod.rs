@@ -8,6 +8,7 @@ mod builder;
 mod config;
 mod gauges;
 mod handle;
+mod history;
 mod probe;
 mod serve;
 mod spawn;

@@ -116,6 +116,7 @@ impl RuntimeBuilder {
         leader::start(&mut s, chosen.leader_tasks, &config);
         delay::start(&mut s, &topics, &selection, &config).await;
         observe::start_gauges(&mut s, (&topics, &streams), gauges_every);
+        observe::start_history(&mut s, &topics);
         // Return once the wake-up subscription is in place.
         delay::subscribed(subscribed).await;
 

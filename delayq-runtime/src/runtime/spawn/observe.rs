@@ -1,5 +1,5 @@
 //! Starting health and metrics: the Prometheus recorder, the readiness probe, the HTTP
-//! endpoints that serve them, and the gauges task.
+//! endpoints that serve them, the gauges task and the history task.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,9 +12,9 @@ use super::context::Spawning;
 use crate::delay::TopicRuntime;
 use crate::health::Health as Watch;
 use crate::runtime::config::EffectiveConfig;
-use crate::runtime::gauges;
 use crate::runtime::probe::{Probe, ReadyChecks};
 use crate::runtime::serve::{self, Render};
+use crate::runtime::{gauges, history};
 use crate::schedule::FailingSchedules;
 use crate::stream::StreamRuntime;
 
@@ -86,4 +86,10 @@ pub(super) fn start_gauges(
         );
         s.spawn(task);
     }
+}
+
+/// Starts the task that writes each topic's history once a minute.
+pub(super) fn start_history(s: &mut Spawning, topics: &[Arc<TopicRuntime>]) {
+    let task = history::run(topics.to_vec(), s.stop.clone());
+    s.spawn(task);
 }
