@@ -188,7 +188,7 @@ fn delay(text: &str) -> Result<Duration, String> {
 }
 
 /// `--since`: a duration from a minute to 30 days (720h).
-fn since(text: &str) -> Result<Duration, String> {
+pub(crate) fn since(text: &str) -> Result<Duration, String> {
     let d = delay(text)?;
     if d < Duration::from_secs(60) || d > delayq_core::HISTORY_HOURS {
         return Err("the history goes back from 1m to 720h (30 days)".into());

@@ -190,6 +190,19 @@ impl DevTools {
             .unwrap_or_else(|e| panic!("{expression} threw: {e}"))
     }
 
+    /// Saves what the page shows now (as driven so far) to `shot`, a PNG.
+    pub fn capture(&mut self, shot: &Path) {
+        use base64::Engine;
+        let png = self.call(
+            "Page.captureScreenshot",
+            serde_json::json!({ "format": "png" }),
+        );
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png["data"].as_str().expect("screenshot data"))
+            .expect("base64 screenshot");
+        std::fs::write(shot, bytes).expect("write the screenshot");
+    }
+
     /// Evaluates `expression` until it is true (throwing counts as not yet, as while the page
     /// loads), for up to `limit`.
     pub fn wait_for(&mut self, expression: &str, limit: std::time::Duration) {

@@ -98,6 +98,7 @@ pub(crate) async fn serve(
         .route("/api/overview", get(overview))
         .route("/api/topics/{topic}/dead", get(dead_list))
         .route("/api/topics/{topic}/messages/{id}", get(find))
+        .route("/api/topics/{topic}/history", get(history))
         .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
         .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
         .route("/api/topics/{topic}/flow/{action}", post(flow_write));
@@ -173,6 +174,26 @@ async fn find(
         )));
     }
     Ok(Json(report::found_json(&topic, &found)))
+}
+
+#[derive(Deserialize)]
+struct Since {
+    since: Option<String>,
+}
+
+/// A topic's history (`delayq stats --since`): `?since=1h` (default), up to `720h`.
+async fn history(
+    State(board): Shared,
+    Path(topic): Path<String>,
+    Query(q): Query<Since>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let window = crate::args::since(q.since.as_deref().unwrap_or("1h")).map_err(Failure::Usage)?;
+    if !p.topics().await?.contains(&topic) {
+        return Err(Failure::NotFound(format!("no topic {topic:?}")));
+    }
+    let h = p.topic_history(&topic, window).await?;
+    Ok(Json(report::history_json(&h)))
 }
 
 /// Refuses a write unless the dashboard allows writes and the request confirms it.

@@ -263,6 +263,7 @@ impl Shared {
             grace_exceeded = !finished,
             "delayq runtime stopped"
         );
+        super::history::write_last(&self.topics).await;
         self.serving.cancel();
         unreturned
     }

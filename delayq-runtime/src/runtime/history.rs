@@ -3,7 +3,8 @@
 //! it counted (`Meter::take_minute`) with a sample of the topic's backlog, one script call per
 //! topic. A topic with nothing counted is sampled only in the minutes whose number is a multiple of five, so ten idle
 //! listeners cost two calls a minute between them (0.03/s). What a write could not deliver
-//! (Redis away) is counted into the next one; at shutdown the last counts are written.
+//! (Redis away) is counted into the next one; the shutdown writes the last counts once its
+//! handlers and acks are done (`write_last`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -38,14 +39,23 @@ pub(crate) async fn run(topics: Vec<Arc<TopicRuntime>>, stop: CancellationToken)
         let spread = fastrand::u64(0..1_000);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(next - now + spread)) => {}
-            _ = stop.cancelled() => {
-                let _ = tokio::time::timeout(LAST_WRITE, write(&topics, false)).await;
-                return;
-            }
+            // The last counts are written by the shutdown, once the handlers and acks are done
+            // (`write_last`).
+            _ = stop.cancelled() => return,
         }
         // The minute that ended, as `history.lua` files it.
         let sample = (now_ms().saturating_sub(10_000) / 60_000).is_multiple_of(IDLE_SAMPLE_MINUTES);
         write(&topics, sample).await;
+    }
+}
+
+/// At the end of a shutdown: what was counted since the last write, within a bound.
+pub(crate) async fn write_last(topics: &[Arc<TopicRuntime>]) {
+    if tokio::time::timeout(LAST_WRITE, write(topics, false))
+        .await
+        .is_err()
+    {
+        tracing::debug!("the last minute's history was not written: Redis did not answer");
     }
 }
 
