@@ -69,7 +69,8 @@ pub(crate) enum Command {
     Streams,
     /// Every waiting room with how many wait and how many are inside.
     Rooms,
-    /// Every schedule with its next and last tick and the last tick's outcome; `remove NAME`.
+    /// Every schedule with its next and last tick and the last tick's outcome; `remove`,
+    /// `suspend`, `resume` or `run` one by name.
     Schedules {
         #[command(subcommand)]
         action: Option<ScheduleCommand>,
@@ -130,6 +131,15 @@ pub(crate) enum ConfigCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ScheduleCommand {
+    /// Suspends a schedule: no tick is produced until `resume` (one already written, at most
+    /// about a second ahead, still runs). Kept in Redis: every process, and a runtime that
+    /// starts with a `#[scheduled]` fn, keeps it suspended.
+    Suspend { name: String },
+    /// Resumes a suspended schedule from its first tick after now (the ticks it missed while
+    /// suspended are not caught up).
+    Resume { name: String },
+    /// Runs a schedule once now, besides its ticks: a tick due now, with its payload.
+    Run { name: String },
     /// Removes a schedule (exit 1 when there is none). A tick already written, at most about a
     /// second ahead of its time, still runs. A `#[scheduled]` fn's schedule is written again when
     /// a runtime that has it starts, so it is refused (exit 2) without --force.
@@ -173,7 +183,7 @@ pub(crate) struct DeadTarget {
 
 /// `--delay`: a duration as every other part of delayq reads it (`delayq-spec`'s rule), zero
 /// allowed.
-fn delay(text: &str) -> Result<Duration, String> {
+pub(crate) fn delay(text: &str) -> Result<Duration, String> {
     if text.trim() == "0" {
         return Ok(Duration::ZERO); // zero needs no unit
     }

@@ -154,3 +154,47 @@ pub(crate) async fn change_dead(
         _ => Ok(changed),
     }
 }
+
+/// What an operator does to a schedule (`delayq schedules suspend|resume|run`, the
+/// dashboard's buttons).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ScheduleAction {
+    Suspend,
+    Resume,
+    Run,
+}
+
+/// Does `action` to schedule `name`; the outcome in a word (`suspended`, `already_suspended`,
+/// `resumed`, `not_suspended`, `ran <tick id>`), or NotFound.
+pub(crate) async fn change_schedule(
+    p: &Producer,
+    name: &str,
+    action: ScheduleAction,
+) -> Result<String, Failure> {
+    use delayq_core::ScheduleChange::{Changed, NotFound, Unchanged};
+    let not_found = || {
+        Failure::NotFound(format!(
+            "no schedule {name:?} in namespace {:?}",
+            p.namespace()
+        ))
+    };
+    let word = match action {
+        ScheduleAction::Suspend => match p.suspend_schedule(name).await? {
+            Changed => "suspended",
+            Unchanged => "already_suspended",
+            NotFound => return Err(not_found()),
+        },
+        ScheduleAction::Resume => match p.resume_schedule(name).await? {
+            Changed => "resumed",
+            Unchanged => "not_suspended",
+            NotFound => return Err(not_found()),
+        },
+        ScheduleAction::Run => {
+            return match p.run_schedule_now(name).await? {
+                Some(id) => Ok(format!("ran {id}")),
+                None => Err(not_found()),
+            }
+        }
+    };
+    Ok(word.to_string())
+}

@@ -265,3 +265,74 @@ async fn cli_refuses_to_remove_a_code_schedule_without_force() {
     assert!(run.stdout.contains("comes back"), "{}", run.stdout);
     assert!(p.schedule("cli.code").await.unwrap().is_none());
 }
+
+/// `delayq schedules suspend|resume|run NAME`: what each did in a word, the table showing a
+/// suspended schedule as such, the tick run now pending on its topic, and exit 1 for a name
+/// that is not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_suspends_resumes_and_runs_a_schedule() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let p = producer(&server).await;
+    p.upsert_schedule(
+        "hourly",
+        Schedule::cron("0 * * * *").unwrap(),
+        "cli.ctl",
+        &serde_json::json!({"job": "hourly"}),
+    )
+    .await
+    .unwrap();
+    let run = delayq(&url, &["schedules", "suspend", "hourly"]);
+    assert_eq!(
+        (run.code, run.stdout.trim()),
+        (0, "hourly: suspended"),
+        "{}",
+        run.stderr
+    );
+    let run = delayq(&url, &["--json", "schedules", "suspend", "hourly"]);
+    assert_eq!(run.json()["outcome"], "already_suspended");
+    let run = delayq(&url, &["schedules"]);
+    assert!(
+        common::table_row(&run.stdout, "hourly").contains(&"suspended".to_string()),
+        "{}",
+        run.stdout
+    );
+    let run = delayq(&url, &["--json", "schedules"]);
+    assert_eq!(
+        (&run.json()[0]["suspended"], &run.json()[0]["next_at_ms"]),
+        (&true.into(), &serde_json::Value::Null)
+    );
+
+    let run = delayq(&url, &["--json", "schedules", "run", "hourly"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let outcome = run.json()["outcome"].as_str().unwrap().to_string();
+    let id = outcome.strip_prefix("ran ").unwrap();
+    assert!(id.starts_with("hourly@"), "{outcome}");
+    let pending = p.peek("cli.ctl", 0..10).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id.as_str(), id);
+    assert_eq!(pending[0].payload, br#"{"job":"hourly"}"#);
+
+    let run = delayq(&url, &["schedules", "resume", "hourly"]);
+    assert_eq!((run.code, run.stdout.trim()), (0, "hourly: resumed"));
+    let run = delayq(&url, &["schedules", "resume", "hourly"]);
+    assert_eq!(run.stdout.trim(), "hourly: not suspended");
+    let info = p.schedule("hourly").await.unwrap().unwrap();
+    assert!(!info.suspended);
+    let next = info
+        .next_at
+        .unwrap()
+        .duration_since(std::time::SystemTime::now())
+        .unwrap();
+    assert!(next <= Duration::from_secs(3_600), "{next:?}");
+
+    for action in ["suspend", "resume", "run"] {
+        let run = delayq(&url, &["schedules", action, "nope"]);
+        assert_eq!(run.code, 1, "{action}: {}", run.stdout);
+        assert!(
+            run.stderr.contains("no schedule \"nope\""),
+            "{}",
+            run.stderr
+        );
+    }
+}

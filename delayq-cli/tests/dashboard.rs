@@ -262,7 +262,7 @@ async fn dashboard_shows_live_counts_and_replays_from_the_browser() {
     let clicked = browser.eval(
         "window.confirm = () => true; \
          const pay5 = [...document.querySelectorAll('#dead tr')] \
-           .find(tr => tr.firstChild.textContent === 'pay-5'); \
+           .find(tr => tr.children[1] && tr.children[1].textContent === 'pay-5'); \
          [...pay5.querySelectorAll('button')].find(b => b.textContent === 'Replay').click(); true",
     );
     assert_eq!(clicked, true);

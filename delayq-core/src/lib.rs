@@ -59,8 +59,8 @@ pub use producer::{Producer, DEFAULT_MAX_PAYLOAD};
 pub use resolve::{resolve_connection, Connection};
 pub use room::{RoomConfig, RoomCounts, RoomStatus, TickReport, WaitingRoom};
 pub use schedule::{
-    CatchUp, Schedule, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
-    MIN_EVERY, STALLED_AFTER,
+    CatchUp, Schedule, ScheduleChange, ScheduleInfo, TickOutcome, CATCH_UP_ALL_MAX,
+    DEFAULT_MISFIRE_AFTER, MIN_EVERY, STALLED_AFTER,
 };
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;

@@ -190,12 +190,20 @@ impl DevTools {
             .unwrap_or_else(|e| panic!("{expression} threw: {e}"))
     }
 
-    /// Saves what the page shows now (as driven so far) to `shot`, a PNG.
+    /// Saves the whole page as it is now (as driven so far, below the window too) to `shot`,
+    /// a PNG.
     pub fn capture(&mut self, shot: &Path) {
         use base64::Engine;
+        let size = self.eval(
+            "({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })",
+        );
         let png = self.call(
             "Page.captureScreenshot",
-            serde_json::json!({ "format": "png" }),
+            serde_json::json!({
+                "format": "png",
+                "captureBeyondViewport": true,
+                "clip": { "x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1 },
+            }),
         );
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(png["data"].as_str().expect("screenshot data"))

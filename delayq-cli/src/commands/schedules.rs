@@ -1,4 +1,4 @@
-//! `delayq schedules [remove NAME]`.
+//! `delayq schedules [remove|suspend|resume|run NAME]`.
 
 use std::time::SystemTime;
 
@@ -8,11 +8,26 @@ use serde_json::json;
 use super::outcome::{emit, warn_unreadable, Outcome};
 use crate::args::ScheduleCommand;
 use crate::failure::Failure;
-use crate::namespace::all_schedules;
+use crate::namespace::{all_schedules, change_schedule, ScheduleAction};
 use crate::report::{self, table};
 
 /// `delayq schedules` (a table, or JSON) and `delayq schedules remove NAME`.
 pub(super) async fn run(p: &Producer, json: bool, action: Option<ScheduleCommand>) -> Outcome {
+    let act = match &action {
+        Some(ScheduleCommand::Suspend { name }) => Some((name, ScheduleAction::Suspend)),
+        Some(ScheduleCommand::Resume { name }) => Some((name, ScheduleAction::Resume)),
+        Some(ScheduleCommand::Run { name }) => Some((name, ScheduleAction::Run)),
+        _ => None,
+    };
+    if let Some((name, act)) = act {
+        let outcome = change_schedule(p, name, act).await?;
+        emit(
+            json,
+            json!({ "schedule": name, "outcome": outcome }),
+            || format!("{name}: {}", outcome.replace('_', " ")),
+        );
+        return Ok(());
+    }
     if let Some(ScheduleCommand::Remove { name, force }) = action {
         let not_found = || {
             Failure::NotFound(format!(

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 mod access;
+mod actions;
 
 use crate::failure::Failure;
 use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams, change_dead, DeadAction};
@@ -35,7 +36,7 @@ const PAGE: &str = include_str!("dashboard.html");
 /// The header a write must carry.
 const CONFIRM_HEADER: &str = "x-delayq-confirm";
 
-struct Board {
+pub(crate) struct Board {
     producer: Producer,
     access: Access,
     /// The address it listens on (the port a `Host` must name, the IP it may name).
@@ -50,9 +51,9 @@ async fn guard(State(board): Shared, request: Request, next: Next) -> Response {
     }
 }
 
-type Shared = State<Arc<Board>>;
+pub(crate) type Shared = State<Arc<Board>>;
 
-fn error(status: StatusCode, text: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, text: impl Into<String>) -> Response {
     (status, Json(json!({ "error": text.into() }))).into_response()
 }
 
@@ -101,7 +102,19 @@ pub(crate) async fn serve(
         .route("/api/topics/{topic}/history", get(history))
         .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
         .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
-        .route("/api/topics/{topic}/flow/{action}", post(flow_write));
+        .route(
+            "/api/topics/{topic}/flow/{action}",
+            post(actions::flow_write),
+        )
+        .route(
+            "/api/topics/{topic}/dead-selected/{action}",
+            post(actions::dead_selected),
+        )
+        .route("/api/topics/{topic}/send", post(actions::send_test))
+        .route(
+            "/api/schedules/{name}/{action}",
+            post(actions::schedule_write),
+        );
     let board = Arc::new(Board {
         producer,
         access,
@@ -197,7 +210,10 @@ async fn history(
 }
 
 /// Refuses a write unless the dashboard allows writes and the request confirms it.
-fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+pub(crate) fn may_write(
+    board: &Board,
+    headers: &HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
     if !board.access.writes() {
         return Err((
             StatusCode::FORBIDDEN,
@@ -214,7 +230,7 @@ fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, &'st
 }
 
 /// Logs a write on stdout: `audit: <when> <remote address> [token] <what>: <result>`.
-fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
+pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
     let when = jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .unwrap_or_else(|_| jiff::Timestamp::now());
@@ -229,52 +245,6 @@ fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
         std::io::stdout().lock(),
         "audit: {when} {who} {what}: {result}"
     );
-}
-
-/// `pause` or `resume` a topic (`delayq pause|resume TOPIC`): every process stops (or starts
-/// again) claiming its messages.
-async fn flow_write(
-    State(board): Shared,
-    ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path((topic, action)): Path<(String, String)>,
-) -> Response {
-    if let Err((status, why)) = may_write(&board, &headers) {
-        return error(status, why);
-    }
-    let p = &board.producer;
-    let pause = match action.as_str() {
-        "pause" => true,
-        "resume" => false,
-        _ => {
-            return error(
-                StatusCode::NOT_FOUND,
-                format!("no action {action:?}; pause or resume"),
-            )
-        }
-    };
-    match p.topics().await {
-        Ok(known) if known.contains(&topic) => {}
-        Ok(_) => return error(StatusCode::NOT_FOUND, format!("no topic {topic:?}")),
-        Err(e) => return Failure::from(e).into_response(),
-    }
-    let changed = if pause {
-        p.pause(&topic).await
-    } else {
-        p.resume(&topic).await
-    };
-    let outcome = match changed {
-        Ok(true) if pause => "paused",
-        Ok(true) => "resumed",
-        Ok(false) if pause => "already_paused",
-        Ok(false) => "not_paused",
-        Err(e) => {
-            audit(&board, from, &format!("{action} {topic}"), &e.to_string());
-            return Failure::from(e).into_response();
-        }
-    };
-    audit(&board, from, &format!("{action} {topic}"), outcome);
-    Json(json!({ "outcome": outcome })).into_response()
 }
 
 /// A write on dead letters: `action` on one (`id`) or all of `topic`'s.

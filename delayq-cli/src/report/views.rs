@@ -220,6 +220,7 @@ pub(crate) fn schedule_json(s: &ScheduleInfo) -> Value {
         "last_outcome": s.last_outcome.map(|o| o.as_str()),
         "from_code": s.from_code,
         "stalled": s.stalled,
+        "suspended": s.suspended,
     })
 }
 
@@ -233,7 +234,9 @@ pub(crate) fn schedule_row(s: &ScheduleInfo, now: SystemTime) -> Vec<String> {
         s.spec.clone(),
         s.tz.clone(),
         s.topic.clone(),
-        if s.stalled {
+        if s.suspended {
+            "suspended".to_string()
+        } else if s.stalled {
             format!("{} (stalled)", relative_opt(s.next_at, now))
         } else {
             relative_opt(s.next_at, now)

@@ -67,6 +67,9 @@ pub struct ScheduleInfo {
     /// Whether its next tick is more than [`STALLED_AFTER`] behind Redis' clock: no runtime
     /// produces it (none listens on its topic, or none runs), or its record is broken.
     pub stalled: bool,
+    /// Whether it is suspended ([`Producer::suspend_schedule`](crate::Producer::suspend_schedule)):
+    /// no tick is produced until it is resumed; `next_at` is then `None`.
+    pub suspended: bool,
     /// Why its record cannot be used (edited by hand, or written by a newer delayq), when it
     /// cannot: runtimes skip it (logging this) and produce the others. The other fields then
     /// hold what could be read (empty or default where nothing could).
@@ -114,6 +117,7 @@ pub(super) fn info_of(
     };
     let stall_ms = STALLED_AFTER.as_millis() as u64;
     let stalled = error.is_some() || next.is_some_and(|n| n.saturating_add(stall_ms) < now_ms);
+    let suspended = get("suspended") == "1";
     let (spec, tz, catch_up, misfire_after) = match &schedule {
         Ok(s) => (
             s.spec(),
@@ -135,11 +139,12 @@ pub(super) fn info_of(
         catch_up,
         misfire_after,
         topic: keys.topic.to_string(),
-        next_at: next.map(ms_to_time),
+        next_at: next.filter(|_| !suspended).map(ms_to_time),
         last_at: field_ms(fields, "last").map(ms_to_time),
         last_outcome,
         from_code: get("owner") == "code",
         stalled,
+        suspended,
         error,
     }
 }

@@ -22,6 +22,7 @@ const LISTED: &[&str] = &[
     "next",
     "anchor",
     "last",
+    "suspended",
 ];
 
 /// Schedules whose last tick's state `schedules()` looks up at once.
@@ -95,6 +96,7 @@ impl Producer {
                 last_outcome: None,
                 from_code: false,
                 stalled: false,
+                suspended: false,
                 error: Some(error),
             });
         }

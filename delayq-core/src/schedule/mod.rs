@@ -23,6 +23,7 @@ mod calendar;
 #[cfg(test)]
 mod calendar_reference;
 mod civil;
+mod control;
 mod index;
 mod info;
 mod list;
@@ -35,6 +36,7 @@ mod store;
 use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
+pub use control::ScheduleChange;
 pub use index::IndexChanges;
 pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 pub use produce::Produced;

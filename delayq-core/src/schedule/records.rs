@@ -12,13 +12,14 @@ use crate::names::validate_name;
 use crate::producer::Producer;
 use crate::script::scripts;
 
-// The schedule's scripts: `upsert.lua` (store.rs) and `index.lua` (index.rs).
+// The schedule's scripts: `upsert.lua` (store.rs), `index.lua` (index.rs) and `suspend.lua`
+// (control.rs).
 scripts!(
     ScheduleScripts,
     SCHEDULE_SCRIPTS,
     "schedule/",
     "",
-    [upsert, index]
+    [upsert, index, suspend]
 );
 
 /// The index of a namespace's schedules: HASH name → topic. It shares a hash tag with its

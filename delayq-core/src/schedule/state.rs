@@ -100,7 +100,13 @@ impl ScheduleState {
             next_raw: get("next").to_string(),
             gen: fields.get("gen").cloned().unwrap_or_else(|| "0".into()),
             misfire_after: schedule.misfire_after_ms,
-            next: ms("next")?,
+            // Suspended (`suspend.lua` wrote the year 9999 there; a hand that only set the
+            // flag is obeyed too): never due.
+            next: if get("suspended") == "1" {
+                crate::time::MAX_DUE_MS
+            } else {
+                ms("next")?
+            },
             anchor: ms("anchor")?,
             last: get("last").parse().ok(),
             from_code: get("owner") == "code",
