@@ -198,3 +198,36 @@ pub(crate) async fn change_schedule(
     };
     Ok(word.to_string())
 }
+
+/// Every history of the namespace over `window`: each topic's, schedule's, stream group's and
+/// waiting room's, in that order.
+pub(crate) async fn all_histories(
+    p: &Producer,
+    window: std::time::Duration,
+) -> Result<Vec<(crate::report::Kind, delayq_core::History)>, Failure> {
+    use crate::report::Kind;
+    let mut out = Vec::new();
+    for t in p.topics().await? {
+        out.push((Kind::Topic, p.topic_history(&t, window).await?));
+    }
+    for (name, _) in p.schedule_index().await? {
+        if let Ok(Some(h)) = p.schedule_history(&name, window).await {
+            out.push((Kind::Schedule, h));
+        }
+    }
+    for stream in p.streams().await? {
+        let Ok(stats) = p.stream_stats(&stream).await else {
+            continue;
+        };
+        for g in stats.groups {
+            out.push((
+                Kind::Group,
+                p.group_history(&stream, &g.group, window).await?,
+            ));
+        }
+    }
+    for room in p.rooms().await? {
+        out.push((Kind::Room, p.room_history(&room, window).await?));
+    }
+    Ok(out)
+}

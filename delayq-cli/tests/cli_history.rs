@@ -254,3 +254,83 @@ async fn a_full_day_and_month_of_points_stay_bounded() {
         .unwrap();
     assert!((719..=720).contains(&h.points.len()), "{}", h.points.len());
 }
+
+/// Without a topic, `--since` shows every history: topics, schedules (their ticks), stream
+/// groups (lag and pending for the backlog) and rooms (waiting and inside).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_history_is_listed() {
+    use delayq_runtime::{RoomConfig, Schedule, WaitingRoom};
+    let server = RedisServer::start();
+    let url = server.url();
+    let p = producer(&server).await;
+    p.upsert_schedule(
+        "cli.nightly",
+        Schedule::cron("0 3 * * *").unwrap(),
+        "cli.jobs",
+        &1,
+    )
+    .await
+    .unwrap();
+    let q = queue(&p, "cli.jobs").unwrap();
+    q.record_history(&tally(0, 0, &[])).await.unwrap();
+    delayq_core::protocol::record_schedule_history(&q, "cli.nightly", &tally(1, 0, &[3_000]))
+        .await
+        .unwrap();
+    p.publish("cli.events", &1).await.unwrap();
+    let conn = delayq_core::protocol::RedisConn::connect(&url, delayq_core::UrlOrigin::Default)
+        .await
+        .unwrap();
+    let group = delayq_core::protocol::StreamGroup::new(conn, "cli.events", "audit", "c1").unwrap();
+    group.create(true).await.unwrap();
+    group.record_history(&tally(7, 0, &[])).await.unwrap();
+    let room = WaitingRoom::new(&p, "cli.sale", RoomConfig::fixed(1, 1_000)).unwrap();
+    room.enter().await.unwrap();
+    room.record_history().await.unwrap();
+
+    let run = delayq(&url, &["--json", "stats", "--since", "1h"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let all = run.json();
+    let kinds: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["kind"].as_str().unwrap().into(),
+                h["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for want in [
+        ("topic", "cli.jobs"),
+        ("schedule", "cli.nightly"),
+        ("group", "cli.events/audit"),
+        ("room", "cli.sale"),
+    ] {
+        assert!(
+            kinds.contains(&(want.0.into(), want.1.into())),
+            "{want:?} in {kinds:?}"
+        );
+    }
+    let group = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["kind"] == "group")
+        .unwrap();
+    assert_eq!(
+        (&group["points"][0]["ok"], &group["points"][0]["delayed"]),
+        (&7.into(), &1.into()),
+        "{group}"
+    );
+    let run = delayq(&url, &["stats", "--since", "1h"]);
+    for shown in [
+        "schedule cli.nightly:",
+        "stream group cli.events/audit:",
+        "room cli.sale:",
+        "  lag ",
+        "  waiting ",
+    ] {
+        assert!(run.stdout.contains(shown), "{shown:?} in\n{}", run.stdout);
+    }
+}

@@ -158,6 +158,23 @@ async fn charts_show_the_history_and_the_search_finds_messages() {
         &format!("{}/api/topics/dash.nope/history", board.url()),
     );
     assert_eq!(code, 404);
+    // The same through the route every kind of history shares.
+    for (path, status) in [
+        ("/api/history/topic/dash.orders?since=1h", 200),
+        ("/api/history/schedule/dash.none", 404),
+        ("/api/history/group/no-slash", 400),
+        ("/api/history/group/dash.events%2Faudit", 200),
+        ("/api/history/room/dash.line", 200),
+        ("/api/history/queue/dash.orders", 404),
+    ] {
+        let (code, v) = get_json(&agent, &format!("{}{path}", board.url()));
+        assert_eq!(code, status, "{path}: {v}");
+    }
+    let (_, same) = get_json(
+        &agent,
+        &format!("{}/api/history/topic/dash.orders", board.url()),
+    );
+    assert_eq!(same["points"], h["points"]);
     let (code, f) = get_json(
         &agent,
         &format!("{}/api/topics/dash.orders/messages/order-7", board.url()),

@@ -16,6 +16,7 @@
 //! | `connection/` | the Redis connection layer: single server, Cluster, Sentinel, replicas |
 //! | `producer.rs` | the [`Producer`] handle; each system adds its calls in its folder |
 //! | `catalog.rs`, `layout.rs` | the registry of names; the layout version of a namespace |
+//! | `history.rs` | shared: histories by the minute and the hour (each system writes its own) |
 //! | `env.rs`, `error.rs`, `redact.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
@@ -29,6 +30,7 @@ mod connection;
 mod delay;
 mod env;
 mod error;
+mod history;
 mod id;
 mod layout;
 mod lease;
@@ -45,12 +47,12 @@ mod trace;
 
 pub use connection::MIN_REDIS_VERSION;
 pub use delay::{
-    Cancelled, DeadLetter, FoundMessage, HistoryPoint, Outcomes, PendingMessage, Place, Priority,
-    SendOptions, SendOutcome, TopicCounts, TopicHistory, TopicStats, DEFAULT_REPLICA_TIMEOUT,
-    HISTORY_HOURS, HISTORY_MINUTES, LATENESS_BINS_MS, MAX_KEY_LEN,
+    Cancelled, DeadLetter, FoundMessage, Outcomes, PendingMessage, Place, Priority, SendOptions,
+    SendOutcome, TopicCounts, TopicStats, DEFAULT_REPLICA_TIMEOUT, MAX_KEY_LEN,
 };
 pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};
+pub use history::{History, HistoryPoint, HISTORY_HOURS, HISTORY_MINUTES, LATENESS_BINS_MS};
 pub use id::MessageId;
 pub use layout::LAYOUT_VERSION;
 pub use lease::{LeaderLease, Leadership};
@@ -74,16 +76,16 @@ pub mod protocol {
     #[cfg(feature = "testing")]
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
-        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, Tally, TopicKeys,
-        TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
-        WAKE_TRAVEL,
+        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
+        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL,
     };
     pub use crate::env::CA_FILE_VAR;
+    pub use crate::history::Tally;
     pub use crate::names::validate_namespace;
     pub use crate::redact::redact_url;
     pub use crate::schedule::{
-        tick_id, tick_time, IndexChanges, Produced, RecordRead, ScheduleState,
-        CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,
+        record_schedule_history, tick_id, tick_time, IndexChanges, Produced, RecordRead,
+        ScheduleState, CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,
     };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,

@@ -145,11 +145,11 @@ pub use delay::{Message, TopicDelivery};
 /// kinds of component (see [`RuntimeHandle::config`]).
 pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
 pub use delayq_core::{
-    AckError, Cancelled, CatchUp, DeadLetter, Error, FoundMessage, GroupStats, HistoryPoint,
-    LeaderLease, Leadership, MessageId, Outcomes, PendingMessage, Place, Priority, Producer,
-    PublishOptions, RoomConfig, RoomCounts, RoomStatus, Schedule, ScheduleChange, ScheduleInfo,
-    SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickOutcome, TickReport, TopicCounts,
-    TopicHistory, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
+    AckError, Cancelled, CatchUp, DeadLetter, Error, FoundMessage, GroupStats, History,
+    HistoryPoint, LeaderLease, Leadership, MessageId, Outcomes, PendingMessage, Place, Priority,
+    Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus, Schedule, ScheduleChange,
+    ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickOutcome, TickReport,
+    TopicCounts, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
     LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};

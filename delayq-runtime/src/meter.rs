@@ -10,15 +10,59 @@ use std::time::{Duration, SystemTime};
 use delayq_core::protocol::Tally;
 use metrics::{Counter, Gauge, Histogram};
 
-/// What the history writer takes once a minute (`history.rs`): the same events as the
-/// metrics, counted here whether or not a recorder is installed.
+/// What the history writer takes once a minute (`runtime/history.rs`): the same events as
+/// the metrics, counted here whether or not a recorder is installed. A topic's, a stream
+/// group's, or one schedule's ticks' (`TopicRuntime::tick_minute`).
 #[derive(Default)]
-struct Minute {
+pub(crate) struct Minute {
     ok: AtomicU64,
     retry: AtomicU64,
     dead: AtomicU64,
     timed_out: AtomicU64,
     lateness: [AtomicU64; delayq_core::LATENESS_BINS_MS.len() + 1],
+}
+
+impl Minute {
+    pub(crate) fn handled(&self, outcome: Outcome, n: u64) {
+        match outcome {
+            Outcome::Ok => self.ok.fetch_add(n, Relaxed),
+            Outcome::Retry => self.retry.fetch_add(n, Relaxed),
+            Outcome::Dead => self.dead.fetch_add(n, Relaxed),
+        };
+    }
+
+    pub(crate) fn started(&self, due: SystemTime) {
+        let late = SystemTime::now()
+            .duration_since(due)
+            .unwrap_or(Duration::ZERO);
+        self.lateness[Tally::bin(late)].fetch_add(1, Relaxed);
+    }
+
+    /// What was counted since the last call, from zero again.
+    pub(crate) fn take(&self) -> Tally {
+        let mut t = Tally {
+            ok: self.ok.swap(0, Relaxed),
+            retry: self.retry.swap(0, Relaxed),
+            dead: self.dead.swap(0, Relaxed),
+            timed_out: self.timed_out.swap(0, Relaxed),
+            ..Tally::default()
+        };
+        for (bin, n) in t.lateness.iter_mut().zip(&self.lateness) {
+            *bin = n.swap(0, Relaxed);
+        }
+        t
+    }
+
+    /// Gives back what `take` took when it could not be written, for the next write.
+    pub(crate) fn untake(&self, t: &Tally) {
+        self.ok.fetch_add(t.ok, Relaxed);
+        self.retry.fetch_add(t.retry, Relaxed);
+        self.dead.fetch_add(t.dead, Relaxed);
+        self.timed_out.fetch_add(t.timed_out, Relaxed);
+        for (n, bin) in self.lateness.iter().zip(&t.lateness) {
+            n.fetch_add(*bin, Relaxed);
+        }
+    }
 }
 
 /// What became of a handler run, as `delayq_handled_total{outcome}` counts it.
@@ -96,40 +140,12 @@ impl Meter {
             Outcome::Retry => self.retry.increment(n),
             Outcome::Dead => self.dead.increment(n),
         }
-        let m = &self.minute;
-        match outcome {
-            Outcome::Ok => m.ok.fetch_add(n, Relaxed),
-            Outcome::Retry => m.retry.fetch_add(n, Relaxed),
-            Outcome::Dead => m.dead.fetch_add(n, Relaxed),
-        };
+        self.minute.handled(outcome, n);
     }
 
-    /// What was counted since the last call (for the topic's history), from zero again.
-    pub(crate) fn take_minute(&self) -> Tally {
-        let m = &self.minute;
-        let mut t = Tally {
-            ok: m.ok.swap(0, Relaxed),
-            retry: m.retry.swap(0, Relaxed),
-            dead: m.dead.swap(0, Relaxed),
-            timed_out: m.timed_out.swap(0, Relaxed),
-            ..Tally::default()
-        };
-        for (bin, n) in t.lateness.iter_mut().zip(&m.lateness) {
-            *bin = n.swap(0, Relaxed);
-        }
-        t
-    }
-
-    /// Gives back what `take_minute` took when it could not be written, for the next write.
-    pub(crate) fn untake_minute(&self, t: &Tally) {
-        let m = &self.minute;
-        m.ok.fetch_add(t.ok, Relaxed);
-        m.retry.fetch_add(t.retry, Relaxed);
-        m.dead.fetch_add(t.dead, Relaxed);
-        m.timed_out.fetch_add(t.timed_out, Relaxed);
-        for (n, bin) in m.lateness.iter().zip(&t.lateness) {
-            n.fetch_add(*bin, Relaxed);
-        }
+    /// What was counted for the history since the last take.
+    pub(crate) fn minute(&self) -> &Minute {
+        &self.minute
     }
 
     /// A run was stopped at its `timeout` (it is then retried or dead-lettered, and counted
@@ -157,7 +173,7 @@ impl Meter {
             .duration_since(due)
             .unwrap_or(Duration::ZERO);
         self.lateness.record(late.as_secs_f64());
-        self.minute.lateness[Tally::bin(late)].fetch_add(1, Relaxed);
+        self.minute.started(due);
         self.inflight.increment(1.0);
     }
 

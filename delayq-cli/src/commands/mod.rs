@@ -17,9 +17,9 @@ use crate::args::{Cli, Command, SendArgs};
 use crate::dashboard;
 use crate::failure::Failure;
 use crate::namespace::{
-    all_rooms, all_stats, all_streams, connect, namespace_label, resolve, Entry,
+    all_histories, all_rooms, all_stats, all_streams, connect, namespace_label, resolve, Entry,
 };
-use crate::report::{self, table};
+use crate::report::{self, table, Kind};
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
     // Offline: no Redis.
@@ -261,25 +261,25 @@ async fn send(p: &Producer, json: bool, args: SendArgs) -> Outcome {
     Ok(())
 }
 
-/// `delayq stats [TOPIC] --since 1h`: each topic's history as sparklines (JSON: the points).
+/// `delayq stats [TOPIC] --since 1h`: the histories as sparklines (JSON: the points): of
+/// one topic, or of every topic, schedule, stream group and waiting room.
 async fn history(p: &Producer, json: bool, topic: Option<String>, window: Duration) -> Outcome {
-    let topics = match topic {
+    let all = match topic {
         Some(topic) => {
             known_topic(p, &topic).await?;
-            vec![topic]
+            vec![(Kind::Topic, p.topic_history(&topic, window).await?)]
         }
-        None => p.topics().await?,
+        None => all_histories(p, window).await?,
     };
-    let mut all = Vec::new();
-    for t in &topics {
-        all.push(p.topic_history(t, window).await?);
-    }
     emit(
         json,
-        json!(all.iter().map(report::history_json).collect::<Vec<_>>()),
+        json!(all
+            .iter()
+            .map(|(kind, h)| report::history_json(*kind, h))
+            .collect::<Vec<_>>()),
         || {
             all.iter()
-                .map(|h| report::history_text(h, window))
+                .map(|(kind, h)| report::history_text(*kind, h, window))
                 .collect::<Vec<_>>()
                 .join("\n")
         },

@@ -26,6 +26,7 @@ use serde_json::json;
 
 mod access;
 mod actions;
+mod reads;
 
 use crate::failure::Failure;
 use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams, change_dead, DeadAction};
@@ -98,8 +99,9 @@ pub(crate) async fn serve(
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/overview", get(overview))
         .route("/api/topics/{topic}/dead", get(dead_list))
-        .route("/api/topics/{topic}/messages/{id}", get(find))
-        .route("/api/topics/{topic}/history", get(history))
+        .route("/api/topics/{topic}/messages/{id}", get(reads::find))
+        .route("/api/topics/{topic}/history", get(reads::topic_history))
+        .route("/api/history/{kind}/{name}", get(reads::history))
         .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
         .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
         .route(
@@ -168,45 +170,6 @@ async fn dead_list(
         .iter()
         .map(report::dead_json)
         .collect::<Vec<_>>())))
-}
-
-/// Where one message is (`delayq find`): 404 with the reason when the topic does not have it.
-async fn find(
-    State(board): Shared,
-    Path((topic, id)): Path<(String, String)>,
-) -> Result<Json<serde_json::Value>, Failure> {
-    let p = &board.producer;
-    let id = MessageId::new(&id).map_err(|e| Failure::Usage(e.to_string()))?;
-    if !p.topics().await?.contains(&topic) {
-        return Err(Failure::NotFound(format!("no topic {topic:?}")));
-    }
-    let found = p.find(&topic, &id).await?;
-    if found.place == delayq_core::Place::Unknown {
-        return Err(Failure::NotFound(format!(
-            "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
-        )));
-    }
-    Ok(Json(report::found_json(&topic, &found)))
-}
-
-#[derive(Deserialize)]
-struct Since {
-    since: Option<String>,
-}
-
-/// A topic's history (`delayq stats --since`): `?since=1h` (default), up to `720h`.
-async fn history(
-    State(board): Shared,
-    Path(topic): Path<String>,
-    Query(q): Query<Since>,
-) -> Result<Json<serde_json::Value>, Failure> {
-    let p = &board.producer;
-    let window = crate::args::since(q.since.as_deref().unwrap_or("1h")).map_err(Failure::Usage)?;
-    if !p.topics().await?.contains(&topic) {
-        return Err(Failure::NotFound(format!("no topic {topic:?}")));
-    }
-    let h = p.topic_history(&topic, window).await?;
-    Ok(Json(report::history_json(&h)))
 }
 
 /// Refuses a write unless the dashboard allows writes and the request confirms it.

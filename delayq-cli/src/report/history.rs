@@ -1,9 +1,10 @@
-//! `delayq stats --since 1h` and the dashboard's charts: a topic's history as JSON (a point a
-//! minute or an hour) and as sparklines for a terminal, oldest left.
+//! `delayq stats --since 1h` and the dashboard's charts: a history (of a topic, a schedule, a
+//! stream group or a waiting room) as JSON (a point a minute or an hour) and as sparklines for
+//! a terminal, oldest left.
 
 use std::time::Duration;
 
-use delayq_core::{HistoryPoint, TopicHistory};
+use delayq_core::{History, HistoryPoint};
 use serde_json::{json, Value};
 
 use super::text::ms;
@@ -21,9 +22,31 @@ fn lateness_ms(d: Option<Duration>) -> Value {
     }
 }
 
-pub(crate) fn history_json(h: &TopicHistory) -> Value {
+/// What a history is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Topic,
+    Schedule,
+    /// A stream group (`stream/group`).
+    Group,
+    Room,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Topic => "topic",
+            Kind::Schedule => "schedule",
+            Kind::Group => "group",
+            Kind::Room => "room",
+        }
+    }
+}
+
+pub(crate) fn history_json(kind: Kind, h: &History) -> Value {
     json!({
-        "topic": h.topic,
+        "kind": kind.as_str(),
+        "name": h.name,
         "step_s": h.step.as_secs(),
         "read_at_ms": ms(h.read_at),
         "points": h.points.iter().map(|p| json!({
@@ -43,11 +66,7 @@ pub(crate) fn history_json(h: &TopicHistory) -> Value {
 }
 
 /// The values of one series over the window's slots (`None`: nothing written then).
-fn slots(
-    h: &TopicHistory,
-    window: Duration,
-    value: impl Fn(&HistoryPoint) -> u64,
-) -> Vec<Option<u64>> {
+fn slots(h: &History, window: Duration, value: impl Fn(&HistoryPoint) -> u64) -> Vec<Option<u64>> {
     let step = h.step.as_millis().max(1) as u64;
     let end = ms(h.read_at) / step;
     let n = (window.as_millis() as u64 / step).max(1);
@@ -99,8 +118,8 @@ fn ms_text(ms: u64) -> String {
     }
 }
 
-/// Each series of a topic on a line: its sparkline, then its total or its last and highest.
-pub(crate) fn history_text(h: &TopicHistory, window: Duration) -> String {
+/// Each series on a line: its sparkline, then its total or its last and highest.
+pub(crate) fn history_text(kind: Kind, h: &History, window: Duration) -> String {
     let per = if h.step.as_secs() == 60 {
         "min"
     } else {
@@ -108,8 +127,12 @@ pub(crate) fn history_text(h: &TopicHistory, window: Duration) -> String {
     };
     let window_text = delayq_spec::duration::format_ms(window.as_millis() as u64);
     let mut out = format!(
-        "{}: the last {window_text}, a point a {}{}",
-        h.topic,
+        "{} {}: the last {window_text}, a point a {}{}",
+        match kind {
+            Kind::Group => "stream group",
+            k => k.as_str(),
+        },
+        h.name,
         if per == "min" { "minute" } else { "hour" },
         if h.points.is_empty() {
             " (nothing written: no runtime ran it, or nothing happened and nothing waited)\n"
@@ -137,14 +160,28 @@ pub(crate) fn history_text(h: &TopicHistory, window: Duration) -> String {
     let lat = |q: fn(&HistoryPoint) -> Option<Duration>| {
         move |p: &HistoryPoint| q(p).map_or(0, |d| d.as_millis().min(300_000) as u64)
     };
+    if kind == Kind::Room {
+        out += &level("waiting", &|p| p.delayed, &plain);
+        out += &level("inside", &|p| p.inflight, &plain);
+        return out;
+    }
     out += &count(&format!("handled/{per}"), &|p| p.ok);
     out += &count(&format!("retried/{per}"), &|p| p.retry);
     out += &count(&format!("dead/{per}"), &|p| p.dead);
     out += &count(&format!("timed out/{per}"), &|p| p.timed_out);
     out += &level("lateness p50 ≤", &lat(|p| p.lateness_p50), &ms_text);
     out += &level("lateness p99 ≤", &lat(|p| p.lateness_p99), &ms_text);
-    out += &level("delayed", &|p| p.delayed, &plain);
-    out += &level("due", &|p| p.due, &plain);
-    out += &level("in flight", &|p| p.inflight, &plain);
+    match kind {
+        Kind::Topic => {
+            out += &level("delayed", &|p| p.delayed, &plain);
+            out += &level("due", &|p| p.due, &plain);
+            out += &level("in flight", &|p| p.inflight, &plain);
+        }
+        Kind::Group => {
+            out += &level("lag", &|p| p.delayed, &plain);
+            out += &level("pending", &|p| p.inflight, &plain);
+        }
+        Kind::Schedule | Kind::Room => {}
+    }
     out
 }

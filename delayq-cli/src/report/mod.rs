@@ -8,7 +8,7 @@ mod text;
 mod views;
 
 pub(crate) use found::{found_detail, found_json};
-pub(crate) use history::{history_json, history_text};
+pub(crate) use history::{history_json, history_text, Kind};
 pub(crate) use text::{error_row, printable_lines, table};
 pub(crate) use views::{
     dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row,

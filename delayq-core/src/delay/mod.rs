@@ -43,9 +43,6 @@ pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use find::{FoundMessage, Place};
 pub use flow::Flow;
-pub use history::{
-    HistoryPoint, Tally, TopicHistory, HISTORY_HOURS, HISTORY_MINUTES, LATENESS_BINS_MS,
-};
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{

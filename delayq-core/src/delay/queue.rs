@@ -145,6 +145,11 @@ impl TopicQueue {
         self.dead_dropped.swap(0, Ordering::Relaxed)
     }
 
+    /// Its connection (for the calls other systems make on its topic).
+    pub(crate) fn conn(&self) -> &RedisConn {
+        &self.conn
+    }
+
     /// The topic's keys.
     pub fn keys(&self) -> &TopicKeys {
         &self.keys

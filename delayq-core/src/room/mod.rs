@@ -11,6 +11,7 @@
 
 mod admit;
 mod config;
+mod history;
 mod waiting_room;
 
 pub use admit::TickReport;

@@ -24,6 +24,7 @@ mod calendar;
 mod calendar_reference;
 mod civil;
 mod control;
+mod history;
 mod index;
 mod info;
 mod list;
@@ -37,6 +38,7 @@ use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
 pub use control::ScheduleChange;
+pub use history::record_schedule_history;
 pub use index::IndexChanges;
 pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 pub use produce::Produced;

@@ -80,7 +80,7 @@ impl Producer {
         let moved_from = old_topic.filter(|t| t != topic);
         if let Some(old) = &moved_from {
             let old_keys = TopicKeys::on(&self.conn, self.namespace(), old)?;
-            self.del(&record_key(&old_keys, name)).await?;
+            self.del_record(&old_keys, name).await?;
         }
         let keys = TopicKeys::on(&self.conn, self.namespace(), topic)?;
         let mut inv = SCHEDULE_SCRIPTS.upsert.key(record_key(&keys, name));
@@ -104,6 +104,16 @@ impl Producer {
         self.index_changed(name, Some(topic), &wake).await
     }
 
+    /// Deletes a schedule's record and its history (three keys of one slot).
+    async fn del_record(&self, keys: &TopicKeys, name: &str) -> Result<()> {
+        let record = record_key(keys, name);
+        let (minutes, hours) = super::history::history_keys(&record);
+        for key in [record, minutes, hours] {
+            self.del(&key).await?;
+        }
+        Ok(())
+    }
+
     /// Removes schedule `name`; `false` when there is none. A tick already produced (at most
     /// about a second ahead of its time) still runs.
     ///
@@ -117,7 +127,7 @@ impl Producer {
             return Ok(false);
         };
         let keys = TopicKeys::on(&self.conn, self.namespace(), &topic)?;
-        self.del(&record_key(&keys, name)).await?;
+        self.del_record(&keys, name).await?;
         self.index_changed(name, None, &[&topic]).await?;
         Ok(true)
     }

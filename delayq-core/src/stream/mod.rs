@@ -9,6 +9,7 @@
 //! - `inspect.rs`: a stream's length, dead letters and groups.
 
 mod group;
+mod history;
 mod inspect;
 mod keys;
 mod publish;

@@ -9,7 +9,7 @@ use delayq_core::{AckError, Error, MessageId};
 
 use crate::ack_batcher::{AckBatcher, AckSink};
 use crate::books::{BookEntry, Books};
-use crate::meter::{Meter, Outcome};
+use crate::meter::{Meter, Minute, Outcome};
 use crate::options::{ListenerOptions, RetryDelay};
 use crate::settle::Settle;
 
@@ -30,6 +30,8 @@ pub(crate) struct Claim {
     queue: TopicQueue,
     acks: AckBatcher<TopicQueue>,
     meter: Arc<Meter>,
+    /// A schedule's tick: counted for the schedule's history too.
+    tick: Option<Arc<Minute>>,
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
@@ -42,7 +44,7 @@ impl Claim {
         books: Arc<TopicBooks>,
         queue: TopicQueue,
         acks: AckBatcher<TopicQueue>,
-        meter: Arc<Meter>,
+        (meter, tick): (Arc<Meter>, Option<Arc<Minute>>),
         options: ListenerOptions,
         delivery: &Delivery,
     ) -> Arc<Self> {
@@ -52,11 +54,25 @@ impl Claim {
             queue,
             acks,
             meter,
+            tick,
             id,
             token,
             attempt: delivery.envelope.attempt,
             options,
         })
+    }
+
+    /// Counts a settled run for the topic (and the schedule, for a tick).
+    fn handled(&self, outcome: Outcome) {
+        self.meter.handled(outcome, 1);
+        if let Some(t) = &self.tick {
+            t.handled(outcome, 1);
+        }
+    }
+
+    /// The schedule's count, for a tick.
+    pub(crate) fn tick(&self) -> Option<&Arc<Minute>> {
+        self.tick.as_ref()
     }
 
     /// A failed run settled: retried after the listener's backoff or dead-lettered (see
@@ -85,7 +101,7 @@ impl Claim {
                     retry_in = %delayq_core::config::format_duration(backoff),
                     "will retry"
                 );
-                self.meter.handled(Outcome::Retry, 1);
+                self.handled(Outcome::Retry);
                 self.entry.settle();
                 Ok(())
             }
@@ -95,7 +111,7 @@ impl Claim {
                     reason = dead_reason.unwrap_or("max_attempts reached"),
                     "moved to the dead letters"
                 );
-                self.meter.handled(Outcome::Dead, 1);
+                self.handled(Outcome::Dead);
                 self.meter.dead_dropped(self.queue.take_dead_dropped());
                 self.entry.settle();
                 Ok(())
@@ -123,7 +139,7 @@ impl Settle for Claim {
 
     async fn ack(&self) -> Result<(), AckError> {
         if self.acks.ack((self.id.clone(), self.token)).await? {
-            self.meter.handled(Outcome::Ok, 1);
+            self.handled(Outcome::Ok);
             self.entry.settle();
             Ok(())
         } else {
@@ -154,7 +170,7 @@ impl Settle for Claim {
                     retry_in = %delayq_core::config::format_duration(after),
                     "will be delivered again (retry_after; the attempt does not count)"
                 );
-                self.meter.handled(Outcome::Retry, 1);
+                self.handled(Outcome::Retry);
                 self.entry.settle();
                 Ok(())
             }

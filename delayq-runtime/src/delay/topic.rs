@@ -1,5 +1,6 @@
 //! One listener's topic at run time: what its boss, back pool and workers share.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::ack::Ack;
 use crate::ack_batcher::AckBatcher;
 use crate::handler::ErasedHandler;
 use crate::health::Health;
-use crate::meter::Meter;
+use crate::meter::{Meter, Minute};
 use crate::options::ListenerOptions;
 use crate::worker::{drive, RunContext, Running};
 
@@ -50,7 +51,13 @@ pub(crate) struct TopicRuntime {
     pub(crate) abort: CancellationToken,
     pub(crate) health: Health,
     pub(crate) meter: Arc<Meter>,
+    /// What its schedules' ticks came to this minute, by schedule (see `tick_minute`).
+    pub(crate) ticks: std::sync::Mutex<HashMap<Arc<str>, Arc<Minute>>>,
 }
+
+/// Schedules whose ticks one topic counts at most in a minute: the names come from message
+/// ids (`name@time`), which anyone who sends can choose, so their number is bounded.
+const TICK_NAMES_PER_MINUTE: usize = 1_000;
 
 impl TopicRuntime {
     /// Wakes the boss to look now, even while it waits on the rate limit.
@@ -123,6 +130,7 @@ impl TopicRuntime {
             abort,
             health: Health::new(format!("topic {}", registration.topic)),
             meter: Arc::new(Meter::topic(registration.topic)),
+            ticks: std::sync::Mutex::default(),
         })
     }
 
@@ -132,10 +140,28 @@ impl TopicRuntime {
             self.books.clone(),
             self.queue.clone(),
             self.acks.clone(),
-            self.meter.clone(),
+            (self.meter.clone(), self.tick_minute(delivery.id.as_str())),
             self.options,
             delivery,
         )
+    }
+
+    /// Where a schedule's tick (an id `name@time`) is counted for the schedule's history
+    /// besides the topic's; `None` for other messages. The history writer takes the names
+    /// each minute and writes only those that are schedules of this topic.
+    fn tick_minute(&self, id: &str) -> Option<Arc<Minute>> {
+        delayq_core::protocol::tick_time(id)?;
+        let (name, _) = id.rsplit_once('@')?;
+        let mut ticks = self.ticks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = ticks.get(name) {
+            return Some(m.clone());
+        }
+        if ticks.len() >= TICK_NAMES_PER_MINUTE {
+            return None;
+        }
+        let m = Arc::new(Minute::default());
+        ticks.insert(name.into(), m.clone());
+        Some(m)
     }
 
     /// Sleeps for `d`, or until `notify` fires or the runtime stops claiming.
@@ -156,7 +182,11 @@ pub(crate) async fn run(
 ) {
     let _permit = permit;
     let claim = topic.enter_claim(&delivery);
-    let _running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
+    let due = ms_to_time(delivery.envelope.due_ms);
+    let _running = Running::start(&topic.meter, due);
+    if let Some(tick) = claim.tick() {
+        tick.started(due);
+    }
     let inbound = TopicDelivery {
         topic: topic.name.clone(),
         delivery,

@@ -263,7 +263,12 @@ impl Shared {
             grace_exceeded = !finished,
             "delayq runtime stopped"
         );
-        super::history::write_last(&self.topics).await;
+        let last = super::history::Histories {
+            topics: self.topics.clone(),
+            streams: self.streams.clone(),
+            rooms: Vec::new(), // sampled each minute; nothing is counted for them
+        };
+        super::history::write_last(&last).await;
         self.serving.cancel();
         unreturned
     }

@@ -111,12 +111,18 @@ impl RuntimeBuilder {
             );
         }
         stream::start(&mut s, &streams, &config);
+        let history_rooms = rooms.iter().map(|(room, _)| room.clone()).collect();
         room::start(&mut s, rooms);
         schedule::start(&mut s, ticks);
         leader::start(&mut s, chosen.leader_tasks, &config);
         delay::start(&mut s, &topics, &selection, &config).await;
         observe::start_gauges(&mut s, (&topics, &streams), gauges_every);
-        observe::start_history(&mut s, &topics);
+        let histories = crate::runtime::history::Histories {
+            topics: topics.clone(),
+            streams: streams.clone(),
+            rooms: history_rooms,
+        };
+        observe::start_history(&mut s, histories);
         // Return once the wake-up subscription is in place.
         delay::subscribed(subscribed).await;
 

@@ -88,8 +88,8 @@ pub(super) fn start_gauges(
     }
 }
 
-/// Starts the task that writes each topic's history once a minute.
-pub(super) fn start_history(s: &mut Spawning, topics: &[Arc<TopicRuntime>]) {
-    let task = history::run(topics.to_vec(), s.stop.clone());
+/// Starts the task that writes the histories once a minute.
+pub(super) fn start_history(s: &mut Spawning, all: history::Histories) {
+    let task = history::run(all, s.stop.clone());
     s.spawn(task);
 }

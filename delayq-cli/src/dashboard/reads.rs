@@ -1,0 +1,91 @@
+//! The dashboard's reads beyond the overview: where one message is, and histories.
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use delayq_core::MessageId;
+use serde::Deserialize;
+
+use super::Shared;
+use crate::failure::Failure;
+use crate::report::{self, Kind};
+
+/// Where one message is (`delayq find`): 404 with the reason when the topic does not have it.
+pub(super) async fn find(
+    State(board): Shared,
+    Path((topic, id)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let id = MessageId::new(&id).map_err(|e| Failure::Usage(e.to_string()))?;
+    if !p.topics().await?.contains(&topic) {
+        return Err(Failure::NotFound(format!("no topic {topic:?}")));
+    }
+    let found = p.find(&topic, &id).await?;
+    if found.place == delayq_core::Place::Unknown {
+        return Err(Failure::NotFound(format!(
+            "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
+        )));
+    }
+    Ok(Json(report::found_json(&topic, &found)))
+}
+
+#[derive(Deserialize)]
+pub(super) struct Since {
+    since: Option<String>,
+}
+
+impl Since {
+    fn window(&self) -> Result<std::time::Duration, Failure> {
+        crate::args::since(self.since.as_deref().unwrap_or("1h")).map_err(Failure::Usage)
+    }
+}
+
+/// A topic's history (`delayq stats --since`): `?since=1h` (default), up to `720h`.
+pub(super) async fn topic_history(
+    State(board): Shared,
+    Path(topic): Path<String>,
+    Query(q): Query<Since>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let window = q.window()?;
+    if !p.topics().await?.contains(&topic) {
+        return Err(Failure::NotFound(format!("no topic {topic:?}")));
+    }
+    let h = p.topic_history(&topic, window).await?;
+    Ok(Json(report::history_json(Kind::Topic, &h)))
+}
+
+/// Any history: `/api/history/{topic|schedule|group|room}/{name}?since=1h` (a group's name
+/// is `stream/group`, its slash escaped).
+pub(super) async fn history(
+    State(board): Shared,
+    Path((kind, name)): Path<(String, String)>,
+    Query(q): Query<Since>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let p = &board.producer;
+    let window = q.window()?;
+    let (kind, h) = match kind.as_str() {
+        "topic" => {
+            if !p.topics().await?.contains(&name) {
+                return Err(Failure::NotFound(format!("no topic {name:?}")));
+            }
+            (Kind::Topic, p.topic_history(&name, window).await?)
+        }
+        "schedule" => match p.schedule_history(&name, window).await? {
+            Some(h) => (Kind::Schedule, h),
+            None => return Err(Failure::NotFound(format!("no schedule {name:?}"))),
+        },
+        "group" => {
+            let Some((stream, group)) = name.split_once('/') else {
+                return Err(Failure::Usage("a group is named stream/group".into()));
+            };
+            (Kind::Group, p.group_history(stream, group, window).await?)
+        }
+        "room" => (Kind::Room, p.room_history(&name, window).await?),
+        other => {
+            return Err(Failure::NotFound(format!(
+                "no history kind {other:?}: topic, schedule, group or room"
+            )))
+        }
+    };
+    Ok(Json(report::history_json(kind, &h)))
+}
