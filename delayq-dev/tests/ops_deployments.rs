@@ -126,8 +126,10 @@ async fn operations(kind: &str) {
         p.resume_schedule("dep.ops.nightly").await.unwrap(),
         ScheduleChange::Changed
     );
-    let mut late = Tally::default();
-    late.ok = 1;
+    let mut late = Tally {
+        ok: 1,
+        ..Tally::default()
+    };
     late.lateness[Tally::bin(Duration::from_millis(3))] = 1;
     let q = queue(&p, t).unwrap();
     assert!(record_schedule_history(&q, "dep.ops.nightly", &late)
