@@ -241,3 +241,60 @@ async fn a_lookup_costs_the_same_in_a_topic_of_twenty_thousand() {
     );
     assert!(big < 40, "{big} commands");
 }
+
+/// A far record and a due time edited by hand: found where they are, the record shown as
+/// unreadable, a time below zero as 0; never an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_edited_far_records_and_scores_are_found() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "cli.find.edited";
+    let far = SendOptions::new()
+        .id("far-1")
+        .delay(Duration::from_secs(90 * 86_400));
+    p.send_with(t, &json!({"x": 1}), far).await.unwrap();
+    let soon = SendOptions::new().id("neg").delay(Duration::from_secs(60));
+    p.send_with(t, &1u8, soon).await.unwrap();
+    let k = keys(t);
+    let mut c = server.connection();
+    let bucket: String = redis::cmd("HGET")
+        .arg(&k.far_index)
+        .arg("far-1")
+        .query(&mut c)
+        .unwrap_or_default();
+    let bucket = if bucket.is_empty() {
+        // Its id told the bucket (no `where` entry): the only one there is.
+        let b: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&k.far)
+            .arg(0)
+            .arg(0)
+            .query(&mut c)
+            .unwrap();
+        b[0].clone()
+    } else {
+        bucket
+    };
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:{bucket}", k.far))
+        .arg("far-1")
+        .arg("not a record")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(&k.delayed)
+        .arg("-5")
+        .arg("neg")
+        .query(&mut c)
+        .unwrap();
+    let run = delayq(&server.url(), &["--json", "find", t, "far-1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let f = run.json();
+    assert_eq!(f["place"], "delayed", "{f}");
+    assert!(f["unreadable"].is_string(), "{f}");
+    assert_eq!(f["payload"], "not a record");
+    let due = f["due_ms"].as_u64().unwrap();
+    assert!(due.abs_diff(now_ms() + 90 * 86_400_000) < 86_400_000, "{f}");
+    let run = delayq(&server.url(), &["--json", "find", t, "neg"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["due_ms"], 0);
+}

@@ -355,3 +355,41 @@ async fn the_buttons_and_the_form_in_a_browser() {
         .iter()
         .any(|l| l.contains("replay 2 selected dead letters of dash.pay: 2 replayed")));
 }
+
+/// Names from the URL go into the audit log escaped: a line break in one cannot forge a line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_with_a_line_break_cannot_forge_an_audit_line() {
+    let server = RedisServer::start();
+    let board = dashboard(&server.url(), &["--allow-writes"], None);
+    let confirm = ("X-Delayq-Confirm", "yes");
+    let forged = "audit:%202030-01-01T00:00:00Z%20127.0.0.1:1%20purge%20every%20dead%20letter%20of%20pay:%2099%20purged";
+    let requests = [
+        (format!("/api/schedules/x%0A{forged}/run"), String::new()),
+        (
+            format!("/api/topics/t%0A{forged}/dead-selected/purge"),
+            r#"{"ids": ["a"]}"#.to_string(),
+        ),
+        (
+            format!("/api/topics/t%0D%0A{forged}/dead-all/purge"),
+            String::new(),
+        ),
+    ];
+    for (path, body) in &requests {
+        let (code, v) = http(&board.url(), path, &[confirm], body);
+        assert!((400..500).contains(&code), "{path}: {code} {v}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = board.later_lines();
+    let audit: Vec<&String> = lines.iter().filter(|l| l.starts_with("audit:")).collect();
+    assert_eq!(audit.len(), requests.len(), "{audit:#?}");
+    assert!(
+        audit
+            .iter()
+            .all(|l| l.contains("\\n") && !l.starts_with("audit: 2030")),
+        "{audit:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("audit: 2030")),
+        "a forged line: {lines:#?}"
+    );
+}

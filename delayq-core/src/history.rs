@@ -13,7 +13,10 @@ use crate::error::Result;
 use crate::script::scripts;
 use crate::time::ms_to_time;
 
-scripts!(HistoryScripts, HISTORY_SCRIPTS, "history/", "", [record]);
+/// Adding to a history: prepended to `record.lua` and to the delay queue's sweep.
+pub(crate) const MERGE: &str = include_str!("scripts/history/merge.lua");
+
+scripts!(HistoryScripts, HISTORY_SCRIPTS, "history/", MERGE, [record]);
 
 /// The upper edges (ms) of the lateness bins a point counts handler starts in; a last bin
 /// takes the rest (later than 5 min). The same edges as the `delayq_lateness_seconds`
@@ -115,15 +118,20 @@ pub const HISTORY_MINUTES: Duration = Duration::from_secs(24 * 3_600);
 /// The longest window the hours hold; a longer one reads what there is.
 pub const HISTORY_HOURS: Duration = Duration::from_secs(30 * 24 * 3_600);
 
+/// The sum of `n`, saturating (a hand-edited point may hold any number).
+fn sum(n: &[u64]) -> u64 {
+    n.iter().fold(0, |a, b| a.saturating_add(*b))
+}
+
 fn percentile(bins: &[u64], q: f64) -> Option<Duration> {
-    let total: u64 = bins.iter().sum();
+    let total = sum(bins);
     if total == 0 {
         return None;
     }
     let want = (total as f64 * q).ceil() as u64;
     let mut seen = 0;
     for (i, n) in bins.iter().enumerate() {
-        seen += n;
+        seen = n.saturating_add(seen);
         if seen >= want {
             return Some(
                 LATENESS_BINS_MS
@@ -159,7 +167,7 @@ fn point(text: &str, step_ms: u64) -> Option<(u64, HistoryPoint)> {
             inflight: n[7],
             lateness_p50: percentile(bins, 0.5),
             lateness_p99: percentile(bins, 0.99),
-            started: bins.iter().sum(),
+            started: sum(bins),
         },
     ))
 }

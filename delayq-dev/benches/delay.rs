@@ -357,19 +357,27 @@ impl Bench {
         m
     }
 
-    /// W2: 10 idle listeners for 20 s; commands per second the runtime causes.
-    async fn w2(&self) -> Metrics {
+    /// W2: 10 idle listeners for `secs` (20 s; `idle_5m`: 300 s, a whole cycle of the
+    /// history's writes); commands per second the runtime causes (a script's own commands
+    /// counted too), and the script calls among them.
+    async fn w2(&self, secs: u64) -> Metrics {
         self.flush();
         let rt = self.runtime(IDLE_TOPICS).await;
         tokio::time::sleep(Duration::from_secs(1)).await; // start-up claims and sweeps
         let before = info_field(&self.redis, "stats", "total_commands_processed");
-        tokio::time::sleep(Duration::from_secs(20)).await;
+        let (scripts_before, _) = script_stats(&self.redis);
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let (scripts_after, _) = script_stats(&self.redis);
         let after = info_field(&self.redis, "stats", "total_commands_processed");
         rt.shutdown().await.expect("shutdown");
-        // The first INFO itself is counted in `after`.
-        let caused = after - before - 1.0;
+        // The first INFO and the two INFO commandstats are counted in `after`.
+        let caused = after - before - 3.0;
         let mut m = Metrics::new();
-        m.insert("commands_per_s".into(), caused / 20.0);
+        m.insert("commands_per_s".into(), caused / secs as f64);
+        m.insert(
+            "script_calls_per_s".into(),
+            (scripts_after - scripts_before) / secs as f64,
+        );
         m
     }
 
@@ -568,10 +576,11 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 9] = [
+const WORKLOADS: [(&str, &str); 10] = [
     ("keep_up", "w1"),
     ("drain", "w1d"),
     ("idle", "w2"),
+    ("idle_5m", "w2_5m"),
     ("memory", "w3"),
     ("precision", "w4"),
     ("backlog_drain", "w5"),
@@ -634,7 +643,12 @@ async fn main() {
         }
     }
     if args.is_empty() || args.iter().any(|a| a == "all") {
-        args = WORKLOADS.iter().map(|(name, _)| name.to_string()).collect();
+        // All but idle_5m, which takes 5 minutes a run: named on its own.
+        args = WORKLOADS
+            .iter()
+            .filter(|(name, _)| *name != "idle_5m")
+            .map(|(name, _)| name.to_string())
+            .collect();
     }
     let redis = TestRedis::start(&deployment);
     let producer = Producer::connect(&redis.url()).await.expect("connect");
@@ -685,9 +699,16 @@ async fn main() {
             "idle" => {
                 let mut r = Vec::new();
                 for _ in 0..runs {
-                    r.push(bench.w2().await);
+                    r.push(bench.w2(20).await);
                 }
                 vec![("idle (W2), 10 listeners".to_string(), r)]
+            }
+            "idle_5m" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.w2(300).await);
+                }
+                vec![("idle (W2), 10 listeners, 5 minutes".to_string(), r)]
             }
             "memory" => {
                 let mut r = Vec::new();

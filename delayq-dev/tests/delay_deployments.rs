@@ -225,8 +225,6 @@ async fn idle(kind: &str) {
     let redis = TestRedis::start(kind);
     let rt = runtime(&redis, IDLE_TOPICS).await;
     sleep_ms(1_000).await; // start-up: one claim and one sweep per topic
-                           // The history's writes (a call a topic every fifth minute) are history_runtime.rs' test.
-    delayq_dev::clear_of_history_writes(Duration::from_secs(20)).await;
     redis.reset_stats();
     sleep_ms(20_000).await;
     let calls = redis.command_calls();

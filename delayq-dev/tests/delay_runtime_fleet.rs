@@ -167,8 +167,6 @@ async fn ten_idle_listeners_issue_almost_no_commands() {
     let server = RedisServer::start();
     let rt = runtime(&server, IDLE_TOPICS).await;
     sleep_ms(500).await; // start-up: one claim and one sweep per topic
-                         // The history's writes (a call a topic every fifth minute) are history_runtime.rs' test.
-    delayq_dev::clear_of_history_writes(Duration::from_secs(IDLE_WINDOW_S)).await;
     server.reset_stats();
     // Longer than the subscriber's 15 s PING interval, so its keepalive is seen working.
     sleep_ms(IDLE_WINDOW_S * 1000).await;

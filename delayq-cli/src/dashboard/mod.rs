@@ -204,6 +204,9 @@ pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
     };
     // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
     use std::io::Write;
+    // What and its result carry names from the URL and texts from Redis: escaped, so that a
+    // line break or a terminal escape in them cannot forge a line of the log.
+    let (what, result) = (report::printable(what), report::printable(result));
     let _ = writeln!(
         std::io::stdout().lock(),
         "audit: {when} {who} {what}: {result}"

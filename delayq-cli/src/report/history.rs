@@ -90,7 +90,7 @@ fn columns(values: &[Option<u64>], sum: bool) -> Vec<Option<u64>> {
             if c.iter().all(Option::is_none) {
                 None
             } else if sum {
-                Some(known.sum())
+                Some(known.fold(0u64, |a, b| a.saturating_add(*b)))
             } else {
                 known.max().copied()
             }
@@ -105,7 +105,7 @@ fn spark(cols: &[Option<u64>]) -> String {
         .map(|c| match c {
             None => '·',
             Some(_) if top == 0 => BARS[0],
-            Some(v) => BARS[((v * 7).div_ceil(top)).min(7) as usize],
+            Some(v) => BARS[((u128::from(*v) * 7).div_ceil(u128::from(top))).min(7) as usize],
         })
         .collect()
 }
@@ -142,7 +142,10 @@ pub(crate) fn history_text(kind: Kind, h: &History, window: Duration) -> String 
     );
     let count = |name: &str, f: &dyn Fn(&HistoryPoint) -> u64| {
         let cols = columns(&slots(h, window, f), true);
-        let total: u64 = cols.iter().flatten().sum();
+        let total = cols
+            .iter()
+            .flatten()
+            .fold(0u64, |a, b| a.saturating_add(*b));
         format!("  {name:<16} {}  total {total}\n", spark(&cols))
     };
     let level = |name: &str, f: &dyn Fn(&HistoryPoint) -> u64, show: &dyn Fn(u64) -> String| {

@@ -9,7 +9,7 @@ mod views;
 
 pub(crate) use found::{found_detail, found_json};
 pub(crate) use history::{history_json, history_text, Kind};
-pub(crate) use text::{error_row, printable_lines, table};
+pub(crate) use text::{error_row, printable, printable_lines, table};
 pub(crate) use views::{
     dead_detail, dead_json, dead_row, pending_json, pending_row, room_json, room_row,
     schedule_json, schedule_row, stats_json, stats_row, stream_json, stream_rows, DEAD_HEADER,

@@ -31,7 +31,6 @@ scripts!(
         extend,
         nack,
         release,
-        requeue_expired,
         cancel,
         reschedule,
         list,
@@ -42,6 +41,16 @@ scripts!(
         find,
         pause,
     ]
+);
+
+// The back pool's sweep also samples the topic's backlog into its history (so that a topic
+// nothing happens on still has one, at no command of its own): the history's merge in front.
+scripts!(
+    SweepScripts,
+    SWEEP_SCRIPTS,
+    "delay/",
+    format!("{PRELUDE}\n{FAR}\n{FAR_PLACE}\n{}", crate::history::MERGE),
+    [requeue_expired]
 );
 
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
@@ -236,7 +245,9 @@ pub(crate) fn requeue_expired(
     default_max_attempts: u32,
     flow: &Flow,
 ) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.requeue_expired, k, &NONE);
+    let mut inv = topic_script(&SWEEP_SCRIPTS.requeue_expired, k, &NONE);
+    // After the topic's fourteen keys (and no far bucket): its history, KEYS[15] and [16].
+    inv.key(&k.history).key(&k.history_hours);
     inv.arg(max)
         .arg(default_max_attempts)
         .arg(flow.dead_max)

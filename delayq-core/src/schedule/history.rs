@@ -4,17 +4,24 @@
 use std::time::Duration;
 
 use super::records::record_key;
-use crate::delay::TopicQueue;
+use crate::delay::{TopicKeys, TopicQueue};
 use crate::error::Result;
 use crate::history::{self, History, Sample, Tally};
 use crate::names::validate_name;
 use crate::producer::Producer;
 
-/// The minutes and hours of the schedule whose record is `record`.
-pub(crate) fn history_keys(record: &str) -> (String, String) {
+/// The minutes and hours of schedule `name` on `keys`' topic: `ns:{t}:schedule-history:<name>`
+/// and `ns:{t}:schedule-history-hours:<name>`. Prefixes of their own, so that no schedule's
+/// record (`ns:{t}:schedule:<name>`) or other schedule's history can share a key, whatever
+/// the names (a name may hold `:`).
+pub(crate) fn history_keys(keys: &TopicKeys, name: &str) -> (String, String) {
+    let base = keys
+        .delayed
+        .strip_suffix("delayed")
+        .unwrap_or(&keys.delayed);
     (
-        format!("{record}:history"),
-        format!("{record}:history:hours"),
+        format!("{base}schedule-history:{name}"),
+        format!("{base}schedule-history-hours:{name}"),
     )
 }
 
@@ -30,7 +37,7 @@ pub async fn record_schedule_history(
     tally: &Tally,
 ) -> Result<bool> {
     let record = record_key(queue.keys(), name);
-    let (minutes, hours) = history_keys(&record);
+    let (minutes, hours) = history_keys(queue.keys(), name);
     history::record(
         queue.conn(),
         (&minutes, &hours),
@@ -57,8 +64,7 @@ impl Producer {
         else {
             return Ok(None);
         };
-        let record = record_key(&self.keys(&topic)?, name);
-        let (minutes, hours) = history_keys(&record);
+        let (minutes, hours) = history_keys(&self.keys(&topic)?, name);
         Ok(Some(
             history::read(&self.conn, name, (&minutes, &hours), window).await?,
         ))

@@ -116,8 +116,10 @@ pub(super) fn info_of(
         _ => None,
     };
     let stall_ms = STALLED_AFTER.as_millis() as u64;
-    let stalled = error.is_some() || next.is_some_and(|n| n.saturating_add(stall_ms) < now_ms);
     let suspended = get("suspended") == "1";
+    // Suspended, it produces nothing on purpose: never stalled (unless its record is broken).
+    let stalled = error.is_some()
+        || (!suspended && next.is_some_and(|n| n.saturating_add(stall_ms) < now_ms));
     let (spec, tz, catch_up, misfire_after) = match &schedule {
         Ok(s) => (
             s.spec(),

@@ -122,14 +122,17 @@ impl Producer {
             .collect();
         let now = self.redis_now_ms().await?;
         let stall_ms = STALLED_AFTER.as_millis() as u64;
-        let records = self.records_some_fields(&index, Some(&["next"])).await?;
+        let records = self
+            .records_some_fields(&index, Some(&["next", "suspended"]))
+            .await?;
         Ok(index
             .into_iter()
             .zip(records)
             .filter(|(_, read)| match read {
                 Ok(None) => false, // removed meanwhile
                 Ok(Some((_, fields))) => {
-                    field_ms(fields, "next").is_none_or(|n| n.saturating_add(stall_ms) < now)
+                    fields.get("suspended").is_none_or(|s| s != "1")
+                        && field_ms(fields, "next").is_none_or(|n| n.saturating_add(stall_ms) < now)
                 }
                 Err(_) => true,
             })

@@ -106,9 +106,8 @@ impl Producer {
 
     /// Deletes a schedule's record and its history (three keys of one slot).
     async fn del_record(&self, keys: &TopicKeys, name: &str) -> Result<()> {
-        let record = record_key(keys, name);
-        let (minutes, hours) = super::history::history_keys(&record);
-        for key in [record, minutes, hours] {
+        let (minutes, hours) = super::history::history_keys(keys, name);
+        for key in [record_key(keys, name), minutes, hours] {
             self.del(&key).await?;
         }
         Ok(())

@@ -10,11 +10,12 @@ use crate::history::{self, History, Sample, Tally};
 use crate::names::validate_name;
 use crate::producer::Producer;
 
-/// The minutes and hours of `group` on `stream`.
+/// The minutes and hours of `group` on `stream`: prefixes of their own, so that no two
+/// groups share a key, whatever their names (a name may hold `:`).
 fn history_keys(stream: &str, group: &str) -> (String, String) {
     (
         format!("{{{stream}}}:history:{group}"),
-        format!("{{{stream}}}:history:{group}:hours"),
+        format!("{{{stream}}}:history-hours:{group}"),
     )
 }
 

@@ -268,7 +268,7 @@ impl Shared {
             streams: self.streams.clone(),
             rooms: Vec::new(), // sampled each minute; nothing is counted for them
         };
-        super::history::write_last(&last).await;
+        super::history::write_last(&last, hand_back_end).await;
         self.serving.cancel();
         unreturned
     }

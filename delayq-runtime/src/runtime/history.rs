@@ -1,11 +1,11 @@
 //! Writes the histories (`delayq stats --since`, the dashboard's charts): just after each
 //! minute of this machine's clock, one script call each for
 //! - every topic this process ran something on: what it counted (`Meter::minute`) with a
-//!   sample of the topic's backlog; a topic with nothing counted only in the minutes whose
-//!   number is a multiple of five, so ten idle listeners cost two calls a minute (0.03/s);
+//!   sample of the topic's backlog (a topic nothing happened on is sampled by the back pool's
+//!   sweep, every two minutes, in the call it makes anyway: idle listeners cost nothing more);
 //! - every schedule whose ticks it handled (the names come from the ticks' ids; one that is
 //!   no schedule of the topic is written nowhere);
-//! - every stream group it consumes, as topics (its lag and pending entries sampled);
+//! - every stream group it handled something of (its lag and pending entries sampled);
 //! - every waiting room it ticks (how many wait and are inside), every minute (it ticks them
 //!   every second anyway).
 //!
@@ -23,14 +23,13 @@ use crate::delay::TopicRuntime;
 use crate::meter::Minute;
 use crate::stream::StreamRuntime;
 
-/// Minutes between the backlog samples of a topic or group with nothing counted.
-pub(crate) const IDLE_SAMPLE_MINUTES: u64 = 5;
 /// How long after a minute ends the writes start: Redis' clock may be a little behind this
 /// machine's, and `record.lua` files the counts in the minute that ended 10 s before its own
 /// now.
 const AFTER_MINUTE: Duration = Duration::from_secs(2);
-/// How long the last write at shutdown may take.
-const LAST_WRITE: Duration = Duration::from_secs(2);
+/// How long the last write at shutdown may take at least (it shares the hand-back's deadline
+/// otherwise, so that a dead Redis does not lengthen a shutdown by much).
+const LAST_WRITE: Duration = Duration::from_millis(500);
 
 /// What a runtime keeps a history of.
 #[derive(Clone)]
@@ -60,15 +59,15 @@ pub(crate) async fn run(all: Histories, stop: CancellationToken) {
             // The last counts are written by the shutdown, once the handlers and acks are done.
             _ = stop.cancelled() => return,
         }
-        // The minute that ended, as `record.lua` files it.
-        let sample = (now_ms().saturating_sub(10_000) / 60_000).is_multiple_of(IDLE_SAMPLE_MINUTES);
-        write(&all, sample, true).await;
+        write(&all, true).await;
     }
 }
 
-/// At the end of a shutdown: what was counted since the last write, within a bound.
-pub(crate) async fn write_last(all: &Histories) {
-    if tokio::time::timeout(LAST_WRITE, write(all, false, false))
+/// At the end of a shutdown: what was counted since the last write, by `deadline` (or within
+/// LAST_WRITE).
+pub(crate) async fn write_last(all: &Histories, deadline: tokio::time::Instant) {
+    let deadline = deadline.max(tokio::time::Instant::now() + LAST_WRITE);
+    if tokio::time::timeout_at(deadline, write(all, false))
         .await
         .is_err()
     {
@@ -76,22 +75,28 @@ pub(crate) async fn write_last(all: &Histories) {
     }
 }
 
-/// Writes what was counted; with `sample`, the topics and groups with nothing counted too;
-/// with `rooms`, the rooms.
-async fn write(all: &Histories, sample: bool, rooms: bool) {
+/// Writes what was counted (nothing for a topic or group with nothing counted); with `rooms`,
+/// the rooms' samples.
+async fn write(all: &Histories, rooms: bool) {
     for t in &all.topics {
         let m = t.meter.minute();
         let tally = m.take();
-        if !tally.is_empty() || sample {
+        if !tally.is_empty() {
             if let Err(error) = t.queue.record_history(&tally).await {
                 m.untake(&tally);
                 tracing::debug!(topic = %t.name, %error, "history not written; counted into the next");
             }
         }
-        let ticks: Vec<(Arc<str>, Arc<Minute>)> =
-            std::mem::take(&mut *t.ticks.lock().unwrap_or_else(|p| p.into_inner()))
-                .into_iter()
-                .collect();
+        // Each schedule's count. A name no running claim holds leaves the map (claims get
+        // theirs under the same lock), so the map keeps to the names of the minute; a tick
+        // still running when its count is taken adds to the next write.
+        let ticks: Vec<(Arc<str>, Arc<Minute>)> = {
+            let mut map = t.ticks.lock().unwrap_or_else(|p| p.into_inner());
+            let all = map.iter().map(|(n, m)| (n.clone(), m.clone())).collect();
+            // Held by the map and by `all`: by no claim.
+            map.retain(|_, m| Arc::strong_count(m) > 2);
+            all
+        };
         for (name, m) in ticks {
             let tally = m.take();
             if tally.is_empty() {
@@ -103,7 +108,11 @@ async fn write(all: &Histories, sample: bool, rooms: bool) {
                     tracing::debug!(topic = %t.name, %name, "ticks of no schedule of the topic; not kept")
                 }
                 Err(error) => {
-                    tracing::debug!(schedule = %name, %error, "schedule history not written")
+                    // Counted into the next write: into the name's count in the map (put back
+                    // if it left it).
+                    let mut map = t.ticks.lock().unwrap_or_else(|p| p.into_inner());
+                    map.entry(name.clone()).or_insert(m).untake(&tally);
+                    tracing::debug!(schedule = %name, %error, "schedule history not written; counted into the next")
                 }
             }
         }
@@ -111,7 +120,7 @@ async fn write(all: &Histories, sample: bool, rooms: bool) {
     for s in &all.streams {
         let m = s.meter.minute();
         let tally = m.take();
-        if tally.is_empty() && !sample {
+        if tally.is_empty() {
             continue;
         }
         if let Err(error) = s.group.record_history(&tally).await {

@@ -11,7 +11,9 @@ need_lookup(id, t, false)
 local missing = missing_buckets()
 if missing then return missing end
 local function found(place, score, envelope)
-  return { place, string.format('%d', math.floor(tonumber(score))), envelope or false }
+  -- A time edited by hand below zero (or not a number) reads as 0, never as an error.
+  local ms = math.max(0, math.floor(tonumber(score) or 0))
+  return { place, string.format('%d', ms), envelope or false }
 end
 local s = redis.call('ZSCORE', KEYS[2], id)
 if s then return found('inflight', s, redis.call('HGET', KEYS[3], id)) end
@@ -23,8 +25,11 @@ s = redis.call('ZSCORE', KEYS[12], id)
 if s then return found('delayed', ready_due(s), redis.call('HGET', KEYS[3], id)) end
 local b = far_bucket(id, t)
 if b then
-  local m = far_decode(redis.call('HGET', far_key(b), id), b)
+  local raw = redis.call('HGET', far_key(b), id)
+  local m = far_decode(raw, b)
   if m then return found('delayed', m.due_ms, encode(m)) end
+  -- A record edited by hand: where it is (due in its bucket's minute, at the latest), as it is.
+  if raw then return found('delayed', b * width(), raw) end
 end
 s = redis.call('ZSCORE', KEYS[11], id)
 if s then return found('finished', s, false) end

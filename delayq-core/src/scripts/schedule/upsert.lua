@@ -13,9 +13,10 @@
 -- and created again does not repeat one), so that tick.lua fences out a producer that still
 -- holds the old spec even when the new spec's first tick is the old `next`. The other fields
 -- (catch_up, misfire_after, payload, ...) change in place, keeping the next tick and `gen`.
+-- A suspended record stays suspended (its `next` the year 9999) through any upsert.
 -- Returns 'created', 'changed' (the ticks' times changed) or 'kept'.
 local r = KEYS[1]
-local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next', 'gen')
+local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next', 'gen', 'suspended')
 local out = 'changed'
 if not old[4] then
   out = 'created'
@@ -36,7 +37,11 @@ end
 if out ~= 'kept' then
   local t = redis.call('TIME')
   local gen = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), (tonumber(old[5]) or 0) + 1)
-  redis.call('HSET', r, 'next', ARGV[9], 'anchor', ARGV[10], 'missed', 0,
+  -- A suspended schedule (suspend.lua) stays suspended: its next tick stays the year 9999
+  -- until it is resumed, which starts it from its first tick after then.
+  local next = ARGV[9]
+  if old[6] == '1' then next = '253402300799999' end
+  redis.call('HSET', r, 'next', next, 'anchor', ARGV[10], 'missed', 0,
     'gen', string.format('%d', gen))
 end
 return out
