@@ -44,10 +44,11 @@ pub struct Tally {
 impl Tally {
     /// The lateness bin of a start `late` after its due time.
     pub fn bin(late: Duration) -> usize {
-        let ms = late.as_millis();
+        // In µs, so that 1.5 ms counts as more than 1 ms.
+        let us = late.as_micros();
         LATENESS_BINS_MS
             .iter()
-            .position(|&edge| ms <= u128::from(edge))
+            .position(|&edge| us <= u128::from(edge) * 1_000)
             .unwrap_or(BINS - 1)
     }
 

@@ -14,7 +14,7 @@ use delayq_core::{MessageId, SendOptions, SendOutcome};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{audit, error, may_write, Shared};
+use super::board::{audit, error, may_write, Shared};
 use crate::failure::Failure;
 use crate::namespace::{change_dead, change_schedule, DeadAction, ScheduleAction};
 

@@ -26,45 +26,21 @@ use serde_json::json;
 
 mod access;
 mod actions;
+mod board;
 mod reads;
 
 use crate::failure::Failure;
 use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams, change_dead, DeadAction};
 use crate::report;
 pub(crate) use access::Access;
+use board::{audit, error, may_write, Board, Shared};
 
 const PAGE: &str = include_str!("dashboard.html");
-/// The header a write must carry.
-const CONFIRM_HEADER: &str = "x-delayq-confirm";
-
-pub(crate) struct Board {
-    producer: Producer,
-    access: Access,
-    /// The address it listens on (the port a `Host` must name, the IP it may name).
-    bound: SocketAddr,
-}
-
 /// Refuses what must not reach the routes (see [`Access::refusal`]).
 async fn guard(State(board): Shared, request: Request, next: Next) -> Response {
     match board.access.refusal(board.bound, &request) {
         Some((status, text)) => error(status, text),
         None => next.run(request).await,
-    }
-}
-
-pub(crate) type Shared = State<Arc<Board>>;
-
-pub(crate) fn error(status: StatusCode, text: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": text.into() }))).into_response()
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        match self {
-            Failure::Usage(text) => error(StatusCode::BAD_REQUEST, text),
-            Failure::Failed(text) => error(StatusCode::SERVICE_UNAVAILABLE, text),
-            Failure::NotFound(text) => error(StatusCode::NOT_FOUND, text),
-        }
     }
 }
 
@@ -170,47 +146,6 @@ async fn dead_list(
         .iter()
         .map(report::dead_json)
         .collect::<Vec<_>>())))
-}
-
-/// Refuses a write unless the dashboard allows writes and the request confirms it.
-pub(crate) fn may_write(
-    board: &Board,
-    headers: &HeaderMap,
-) -> Result<(), (StatusCode, &'static str)> {
-    if !board.access.writes() {
-        return Err((
-            StatusCode::FORBIDDEN,
-            "this dashboard is read-only; start it with --allow-writes",
-        ));
-    }
-    if headers.get(CONFIRM_HEADER).and_then(|v| v.to_str().ok()) != Some("yes") {
-        return Err((
-            StatusCode::BAD_REQUEST,
-            "a write must be confirmed with the header X-Delayq-Confirm: yes",
-        ));
-    }
-    Ok(())
-}
-
-/// Logs a write on stdout: `audit: <when> <remote address> [token] <what>: <result>`.
-pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
-    let when = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or_else(|_| jiff::Timestamp::now());
-    let who = if board.access.token.is_some() {
-        format!("{from} (token)")
-    } else {
-        from.to_string()
-    };
-    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
-    use std::io::Write;
-    // What and its result carry names from the URL and texts from Redis: escaped, so that a
-    // line break or a terminal escape in them cannot forge a line of the log.
-    let (what, result) = (report::printable(what), report::printable(result));
-    let _ = writeln!(
-        std::io::stdout().lock(),
-        "audit: {when} {who} {what}: {result}"
-    );
 }
 
 /// A write on dead letters: `action` on one (`id`) or all of `topic`'s.

@@ -5,7 +5,7 @@ use axum::Json;
 use delayq_core::MessageId;
 use serde::Deserialize;
 
-use super::Shared;
+use super::board::Shared;
 use crate::failure::Failure;
 use crate::report::{self, Kind};
 

@@ -263,12 +263,7 @@ impl Shared {
             grace_exceeded = !finished,
             "delayq runtime stopped"
         );
-        let last = super::history::Histories {
-            topics: self.topics.clone(),
-            streams: self.streams.clone(),
-            rooms: Vec::new(), // sampled each minute; nothing is counted for them
-        };
-        super::history::write_last(&last, hand_back_end).await;
+        super::history::write_last((&self.topics, &self.streams), hand_back_end).await;
         self.serving.cancel();
         unreturned
     }

@@ -65,7 +65,16 @@ pub(crate) async fn run(all: Histories, stop: CancellationToken) {
 
 /// At the end of a shutdown: what was counted since the last write, by `deadline` (or within
 /// LAST_WRITE).
-pub(crate) async fn write_last(all: &Histories, deadline: tokio::time::Instant) {
+pub(crate) async fn write_last(
+    (topics, streams): (&[Arc<TopicRuntime>], &[Arc<StreamRuntime>]),
+    deadline: tokio::time::Instant,
+) {
+    // Rooms are sampled each minute; nothing is counted for them.
+    let all = &Histories {
+        topics: topics.to_vec(),
+        streams: streams.to_vec(),
+        rooms: Vec::new(),
+    };
     let deadline = deadline.max(tokio::time::Instant::now() + LAST_WRITE);
     if tokio::time::timeout_at(deadline, write(all, false))
         .await

@@ -1,0 +1,83 @@
+//! What every route of the dashboard shares: its state, the error reply, and the checks and
+//! audit line of every write.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use delayq_core::Producer;
+use serde_json::json;
+
+use super::access::Access;
+use crate::failure::Failure;
+use crate::report;
+
+/// The header a write must carry.
+const CONFIRM_HEADER: &str = "x-delayq-confirm";
+
+pub(crate) struct Board {
+    pub(super) producer: Producer,
+    pub(super) access: Access,
+    /// The address it listens on (the port a `Host` must name, the IP it may name).
+    pub(super) bound: SocketAddr,
+}
+
+pub(crate) type Shared = State<Arc<Board>>;
+
+pub(crate) fn error(status: StatusCode, text: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": text.into() }))).into_response()
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        match self {
+            Failure::Usage(text) => error(StatusCode::BAD_REQUEST, text),
+            Failure::Failed(text) => error(StatusCode::SERVICE_UNAVAILABLE, text),
+            Failure::NotFound(text) => error(StatusCode::NOT_FOUND, text),
+        }
+    }
+}
+
+/// Refuses a write unless the dashboard allows writes and the request confirms it.
+pub(crate) fn may_write(
+    board: &Board,
+    headers: &HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
+    if !board.access.writes() {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "this dashboard is read-only; start it with --allow-writes",
+        ));
+    }
+    if headers.get(CONFIRM_HEADER).and_then(|v| v.to_str().ok()) != Some("yes") {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "a write must be confirmed with the header X-Delayq-Confirm: yes",
+        ));
+    }
+    Ok(())
+}
+
+/// Logs a write on stdout: `audit: <when> <remote address> [token] <what>: <result>`.
+pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
+    let when = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now());
+    let who = if board.access.token.is_some() {
+        format!("{from} (token)")
+    } else {
+        from.to_string()
+    };
+    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
+    use std::io::Write;
+    // What and its result carry names from the URL and texts from Redis: escaped, so that a
+    // line break or a terminal escape in them cannot forge a line of the log.
+    let (what, result) = (report::printable(what), report::printable(result));
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "audit: {when} {who} {what}: {result}"
+    );
+}
