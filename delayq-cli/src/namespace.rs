@@ -118,6 +118,17 @@ pub(crate) enum DeadAction {
 }
 
 impl DeadAction {
+    /// The action a route names (`replay`, `purge`), or the 404 reply of the dashboard.
+    pub(crate) fn from_route(word: &str) -> Result<Self, Failure> {
+        match word {
+            "replay" => Ok(DeadAction::Replay),
+            "purge" => Ok(DeadAction::Purge),
+            _ => Err(Failure::NotFound(format!(
+                "no action {word:?}; replay or purge"
+            ))),
+        }
+    }
+
     /// The word for it in output: `replayed`, `purged`.
     pub(crate) fn done(self) -> &'static str {
         match self {

@@ -39,6 +39,10 @@ pub struct Tally {
     pub timed_out: u64,
     /// Handler starts per lateness bin ([`LATENESS_BINS_MS`], then the rest).
     pub lateness: [u64; BINS],
+    /// The counts are of the minute that just ended (a runtime's writer, a few seconds after
+    /// it): filed in the minute of Redis' clock 10 s before the write. Else (the last counts
+    /// at a shutdown) in the minute of the write.
+    pub minute_ended: bool,
 }
 
 impl Tally {
@@ -54,7 +58,11 @@ impl Tally {
 
     /// Whether nothing was counted.
     pub fn is_empty(&self) -> bool {
-        *self == Tally::default()
+        self.ok == 0
+            && self.retry == 0
+            && self.dead == 0
+            && self.timed_out == 0
+            && self.lateness.iter().all(|n| *n == 0)
     }
 
     fn arg(&self) -> String {
@@ -195,7 +203,9 @@ pub(crate) async fn record(
     tally: &Tally,
 ) -> Result<bool> {
     let mut inv = HISTORY_SCRIPTS.record.key(minutes);
-    inv.key(hours).arg(tally.arg());
+    inv.key(hours)
+        .arg(tally.arg())
+        .arg(if tally.minute_ended { "1" } else { "0" });
     match sample {
         Sample::Topic([delayed, ready, inflight, farinfo]) => {
             inv.key(delayed)

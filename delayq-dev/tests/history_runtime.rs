@@ -32,6 +32,13 @@ async fn pulse(tick: Tick) {
 #[stream_listener(stream = "hist.events", group = "audit")]
 async fn audit(_: u32) {}
 
+fn ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 fn minute_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -55,8 +62,25 @@ async fn two_runtimes_counts_add_up_and_shutdown_writes_the_last() {
     drained(&p, "hist.work", Duration::from_secs(20)).await;
     let fails = drained(&p, "hist.fails", Duration::from_secs(20)).await;
     assert_eq!(fails.dead, 3);
+    // Shut down in the first seconds of a minute (before its minute's write could run): the
+    // last counts are of this minute, and are filed in it.
+    while !(1_000..8_000).contains(&(ms_now() % 60_000)) {
+        sleep_ms(100).await;
+    }
+    let minute = minute_now();
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
+    let h = p
+        .topic_history("hist.work", Duration::from_secs(3_600))
+        .await
+        .unwrap();
+    let with_counts: Vec<u64> = h
+        .points
+        .iter()
+        .filter(|p| p.ok > 0)
+        .map(|p| p.at.duration_since(UNIX_EPOCH).unwrap().as_secs() / 60)
+        .collect();
+    assert_eq!(with_counts, vec![minute], "filed in another minute: {h:?}");
     let h = p
         .topic_history("hist.work", Duration::from_secs(3_600))
         .await

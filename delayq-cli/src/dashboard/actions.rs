@@ -174,15 +174,9 @@ pub(super) async fn dead_selected(
     if let Err((status, why)) = may_write(&board, &headers) {
         return error(status, why);
     }
-    let action = match action.as_str() {
-        "replay" => DeadAction::Replay,
-        "purge" => DeadAction::Purge,
-        _ => {
-            return error(
-                StatusCode::NOT_FOUND,
-                format!("no action {action:?}; replay or purge"),
-            )
-        }
+    let action = match DeadAction::from_route(&action) {
+        Ok(action) => action,
+        Err(failure) => return failure.into_response(),
     };
     let ids = match body {
         Ok(Json(s)) if s.ids.is_empty() => {

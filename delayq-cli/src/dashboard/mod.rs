@@ -160,15 +160,9 @@ async fn write(
     if let Err((status, why)) = may_write(board, headers) {
         return error(status, why);
     }
-    let action = match action {
-        "replay" => DeadAction::Replay,
-        "purge" => DeadAction::Purge,
-        _ => {
-            return error(
-                StatusCode::NOT_FOUND,
-                format!("no action {action:?}; replay or purge"),
-            )
-        }
+    let action = match DeadAction::from_route(action) {
+        Ok(action) => action,
+        Err(failure) => return failure.into_response(),
     };
     let id = match id.map(MessageId::new).transpose() {
         Ok(id) => id,

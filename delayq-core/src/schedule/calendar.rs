@@ -53,6 +53,23 @@ impl Calendar {
 
     /// The first tick strictly after `after_ms` (unix ms); for `Every`, on the grid of
     /// `anchor_ms`. `None` when there is none before the year 10000.
+    /// Where a schedule starts at `now` (unix ms): its first tick after now, and the anchor
+    /// of its grid (an interval's starts one interval from now); an error naming `what` when
+    /// there is no tick before the year 10000.
+    pub(crate) fn start_at(&self, now: u64, what: &str) -> crate::error::Result<(u64, u64)> {
+        let anchor = match self {
+            Calendar::Every(ms) => now.saturating_add(*ms),
+            Calendar::Cron(..) => now,
+        };
+        let first =
+            self.next_after(now, anchor)
+                .ok_or_else(|| crate::error::Error::InvalidSchedule {
+                    field: "cron".into(),
+                    reason: format!("{what} has no tick before the year 10000"),
+                })?;
+        Ok((first, anchor))
+    }
+
     pub(crate) fn next_after(&self, after_ms: u64, anchor_ms: u64) -> Option<u64> {
         let next = match self {
             Calendar::Every(every) => {

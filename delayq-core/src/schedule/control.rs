@@ -55,26 +55,9 @@ impl Producer {
         if suspend {
             inv.arg("suspend");
         } else {
-            let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
-            let schedule = Schedule::from_stored(
-                get("kind"),
-                get("spec"),
-                get("tz"),
-                get("catch_up"),
-                get("misfire_after"),
-            )?;
-            let calendar = schedule.calendar()?;
+            let calendar = Schedule::from_fields(&fields)?.calendar()?;
             let now = self.redis_now_ms().await?;
-            let anchor = match calendar {
-                super::calendar::Calendar::Every(ms) => now.saturating_add(ms),
-                super::calendar::Calendar::Cron(..) => now,
-            };
-            let first = calendar
-                .next_after(now, anchor)
-                .ok_or_else(|| Error::InvalidSchedule {
-                    field: "cron".into(),
-                    reason: format!("{name} has no tick before the year 10000"),
-                })?;
+            let (first, anchor) = calendar.start_at(now, name)?;
             inv.arg("resume").arg(first).arg(anchor);
         }
         let out: String = self.conn.run_script(inv).await?;

@@ -76,13 +76,7 @@ impl ScheduleState {
 
     pub(super) fn from_fields(name: &str, keys: TopicKeys, fields: &Fields) -> Result<Self> {
         let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
-        let schedule = Schedule::from_stored(
-            get("kind"),
-            get("spec"),
-            get("tz"),
-            get("catch_up"),
-            get("misfire_after"),
-        )?;
+        let schedule = Schedule::from_fields(fields)?;
         let ms = |f: &str| {
             get(f).parse::<u64>().map_err(|_| {
                 Error::unexpected(

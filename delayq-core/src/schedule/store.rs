@@ -64,16 +64,7 @@ impl Producer {
         let calendar = schedule.calendar()?;
         let now = self.redis_now_ms().await?;
         let (kind, spec) = schedule.stored();
-        let anchor = match calendar {
-            super::calendar::Calendar::Every(ms) => now.saturating_add(ms),
-            super::calendar::Calendar::Cron(..) => now,
-        };
-        let first = calendar
-            .next_after(now, anchor)
-            .ok_or_else(|| Error::InvalidSchedule {
-                field: "cron".into(),
-                reason: format!("{spec:?} has no tick before the year 10000"),
-            })?;
+        let (first, anchor) = calendar.start_at(now, &format!("{spec:?}"))?;
         // Moved to another topic: the old record goes (its slot is the old topic's).
         let index = index_key(self.namespace());
         let old_topic: Option<String> = self.hget(&index, name).await?;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq_core::protocol::record_schedule_history;
+use delayq_core::protocol::{record_schedule_history, Tally};
 use delayq_core::WaitingRoom;
 use tokio_util::sync::CancellationToken;
 
@@ -84,12 +84,17 @@ pub(crate) async fn write_last(
     }
 }
 
-/// Writes what was counted (nothing for a topic or group with nothing counted); with `rooms`,
-/// the rooms' samples.
-async fn write(all: &Histories, rooms: bool) {
+/// Writes what was counted (nothing for a topic or group with nothing counted). With
+/// `minute_ended` (the minute's writes), the counts are filed in the minute that just ended and
+/// the rooms sampled; else (the shutdown's) in the current minute.
+async fn write(all: &Histories, minute_ended: bool) {
+    let rooms = minute_ended;
     for t in &all.topics {
         let m = t.meter.minute();
-        let tally = m.take();
+        let tally = Tally {
+            minute_ended,
+            ..m.take()
+        };
         if !tally.is_empty() {
             if let Err(error) = t.queue.record_history(&tally).await {
                 m.untake(&tally);
@@ -107,7 +112,10 @@ async fn write(all: &Histories, rooms: bool) {
             all
         };
         for (name, m) in ticks {
-            let tally = m.take();
+            let tally = Tally {
+                minute_ended,
+                ..m.take()
+            };
             if tally.is_empty() {
                 continue;
             }
@@ -128,7 +136,10 @@ async fn write(all: &Histories, rooms: bool) {
     }
     for s in &all.streams {
         let m = s.meter.minute();
-        let tally = m.take();
+        let tally = Tally {
+            minute_ended,
+            ..m.take()
+        };
         if tally.is_empty() {
             continue;
         }

@@ -1,16 +1,19 @@
 -- history/record.lua: one process's minute of a topic (or of a schedule's ticks, a stream
 -- group, a waiting room), merged into its history (`delayq stats --since`, the dashboard's
 -- charts). It changes no message. (history/merge.lua is prepended.)
--- KEYS[1] the minutes (HASH), KEYS[2] the hours (HASH), then what ARGV[2] samples:
+-- KEYS[1] the minutes (HASH), KEYS[2] the hours (HASH), then what ARGV[3] samples:
 --   'topic': KEYS[3] delayed, KEYS[4] ready, KEYS[5] inflight, KEYS[6] farinfo (its `count`:
 --            messages in far buckets): delayed (due or not), due, in flight
---   'group': KEYS[3] the stream, ARGV[3] the group: its lag (entries not delivered yet, as
+--   'group': KEYS[3] the stream, ARGV[4] the group: its lag (entries not delivered yet, as
 --            delayed and due) and its pending entries (as in flight), by XINFO GROUPS
 --   'schedule': KEYS[3] the schedule's record: nothing sampled; nothing written unless it is
 --            a schedule's record (a HASH with a `kind`): an id that only looked like a tick's
---   'given': ARGV[3..5] the three numbers, sampled by the caller (a room's waiting, 0, inside)
+--   'given': ARGV[4..6] the three numbers, sampled by the caller (a room's waiting, 0, inside)
 -- ARGV[1] what this process counted since its last write, space-separated: ok retry dead
 --   timed_out, then the handler starts per lateness bin (history.rs' LATENESS_BINS_MS)
+-- ARGV[2] '1': the counts are of the minute that just ended (a runtime's minute writer, a few
+--   seconds after it: filed in the minute of Redis' now less 10 s); '0': of the current minute
+--   (the last counts at a shutdown)
 -- A point is `<stamp> <ok> <retry> <dead> <timed_out> <delayed> <due> <in flight> <bins...>`,
 -- stamp the minute (or hour) since the epoch. It lives in field `stamp % 1440` of the minutes
 -- (`stamp % 720` of the hours): a ring, so each hash holds at most a day of minutes (30 days
@@ -19,12 +22,12 @@
 -- Returns the minute written, or -1 when nothing was (no such schedule).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- A writer runs just after a minute ends: its counts belong to the minute that ended.
-local minute = math.floor((now - 10000) / 60000)
+local minute = math.floor(now / 60000)
+if ARGV[2] == '1' then minute = math.floor((now - 10000) / 60000) end
 local adds = {}
 for w in string.gmatch(ARGV[1], '%d+') do adds[#adds + 1] = tonumber(w) end
 if #adds ~= 4 + HISTORY_BINS then return redis.error_reply('expected 19 counts') end
-local kind = ARGV[2]
+local kind = ARGV[3]
 local backlog = { 0, 0, 0 }
 if kind == 'topic' then
   backlog = topic_backlog(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
@@ -33,7 +36,7 @@ elseif kind == 'group' then
   for _, g in ipairs(ok and groups or {}) do
     local f = {}
     for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == ARGV[3] then
+    if f['name'] == ARGV[4] then
       local lag = tonumber(f['lag']) or 0
       backlog = { lag, lag, tonumber(f['pending']) or 0 }
     end
@@ -43,7 +46,7 @@ elseif kind == 'schedule' then
     return -1
   end
 elseif kind == 'given' then
-  backlog = { tonumber(ARGV[3]) or 0, tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0 }
+  backlog = { tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0 }
 else
   return redis.error_reply('unknown history kind ' .. tostring(kind))
 end
