@@ -2,7 +2,8 @@
 //! message, replay or purge dead letters by selection. Over raw HTTP, each is refused without
 //! the token, unconfirmed, from another site, or on a read-only dashboard, and changes nothing
 //! then; allowed, each does what it says and leaves an audit line. In headless Chromium, the
-//! buttons and the form do the same (a screenshot to target/screenshots/dashboard-actions.png).
+//! buttons and the form do the same (screenshots to target/screenshots/dashboard-action*.png:
+//! two dead letters ticked, a schedule suspended, a test message sent, the two replayed).
 
 use std::time::Duration;
 
@@ -289,6 +290,7 @@ async fn the_buttons_and_the_form_in_a_browser() {
         Duration::from_secs(10),
     );
     assert!(p.schedule("dash.nightly").await.unwrap().unwrap().suspended);
+    browser.capture(&screenshots_dir().join("dashboard-action-suspended.png"));
     browser.eval(&press("dash.nightly", "Resume"));
     browser.wait_for(
         "[...document.querySelectorAll('#schedules button')].some(b => b.textContent === 'Suspend')",
@@ -318,6 +320,7 @@ async fn the_buttons_and_the_form_in_a_browser() {
         .await
         .unwrap();
     assert_eq!(f.payload, br#"{"order":7}"#);
+    browser.capture(&screenshots_dir().join("dashboard-action-sent.png"));
     // Not JSON: said on the page, nothing sent.
     browser.eval(
         "document.getElementById('send-payload').value = '{order: 7'; \
@@ -350,6 +353,11 @@ async fn the_buttons_and_the_form_in_a_browser() {
     }
     let left = p.dead_letters("dash.pay", 0..10).await.unwrap();
     assert_eq!(left[0].id.as_str(), "d-1");
+    browser.wait_for(
+        "document.querySelectorAll('#dead input[type=checkbox]').length === 1",
+        Duration::from_secs(10),
+    );
+    browser.capture(&screenshots_dir().join("dashboard-action-replayed.png"));
     assert!(board
         .later_lines()
         .iter()

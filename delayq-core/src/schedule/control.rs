@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use super::records::{record_key, tick_id, SCHEDULE_SCRIPTS};
-use super::spec::Schedule;
 use crate::delay::SendOptions;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -55,7 +54,7 @@ impl Producer {
         if suspend {
             inv.arg("suspend");
         } else {
-            let calendar = Schedule::from_fields(&fields)?.calendar()?;
+            let calendar = super::records::schedule_of(&fields)?.calendar()?;
             let now = self.redis_now_ms().await?;
             let (first, anchor) = calendar.start_at(now, name)?;
             inv.arg("resume").arg(first).arg(anchor);

@@ -63,6 +63,18 @@ pub fn tick_time(id: &str) -> Option<u64> {
 /// A record's fields.
 pub(crate) type Fields = HashMap<String, String>;
 
+/// The schedule a record's fields describe (see `Schedule::from_stored`).
+pub(crate) fn schedule_of(fields: &Fields) -> Result<super::spec::Schedule> {
+    let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
+    super::spec::Schedule::from_stored(
+        get("kind"),
+        get("spec"),
+        get("tz"),
+        get("catch_up"),
+        get("misfire_after"),
+    )
+}
+
 impl Producer {
     /// A schedule's topic keys and record fields, if it exists.
     pub(crate) async fn schedule_fields(&self, name: &str) -> Result<Option<(TopicKeys, Fields)>> {

@@ -248,18 +248,6 @@ impl Schedule {
 
     /// Back from a record's fields (`misfire_after`: the stored ms, empty in a record from
     /// before the option: the default).
-    /// The schedule a record's fields describe (see `from_stored`).
-    pub(crate) fn from_fields(fields: &super::records::Fields) -> Result<Self> {
-        let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
-        Self::from_stored(
-            get("kind"),
-            get("spec"),
-            get("tz"),
-            get("catch_up"),
-            get("misfire_after"),
-        )
-    }
-
     pub(crate) fn from_stored(
         kind: &str,
         spec: &str,

@@ -4,7 +4,7 @@
 
 use super::calendar::Calendar;
 use super::records::{record_key, Fields};
-use super::spec::{CatchUp, Schedule, CATCH_UP_ALL_MAX};
+use super::spec::{CatchUp, CATCH_UP_ALL_MAX};
 use crate::delay::TopicKeys;
 use crate::error::{Error, Result};
 
@@ -76,7 +76,7 @@ impl ScheduleState {
 
     pub(super) fn from_fields(name: &str, keys: TopicKeys, fields: &Fields) -> Result<Self> {
         let get = |f: &str| fields.get(f).map(String::as_str).unwrap_or_default();
-        let schedule = Schedule::from_fields(fields)?;
+        let schedule = super::records::schedule_of(fields)?;
         let ms = |f: &str| {
             get(f).parse::<u64>().map_err(|_| {
                 Error::unexpected(
