@@ -16,7 +16,13 @@ use crate::time::ms_to_time;
 /// Adding to a history: prepended to `record.lua` and to the delay queue's sweep.
 pub(crate) const MERGE: &str = include_str!("scripts/history/merge.lua");
 
-scripts!(HistoryScripts, HISTORY_SCRIPTS, "history/", MERGE, [record]);
+scripts!(
+    HistoryScripts,
+    HISTORY_SCRIPTS,
+    "history/",
+    MERGE,
+    [record, schedules]
+);
 
 /// The upper edges (ms) of the lateness bins a point counts handler starts in; a last bin
 /// takes the rest (later than 5 min). The same edges as the `delayq_lateness_seconds`
@@ -65,7 +71,7 @@ impl Tally {
             && self.lateness.iter().all(|n| *n == 0)
     }
 
-    fn arg(&self) -> String {
+    pub(crate) fn arg(&self) -> String {
         let mut words = vec![self.ok, self.retry, self.dead, self.timed_out];
         words.extend(self.lateness);
         words
@@ -188,14 +194,12 @@ pub(crate) enum Sample<'a> {
     Topic([&'a str; 4]),
     /// A stream group's lag and pending entries.
     Group { stream: &'a str, group: &'a str },
-    /// Nothing, and nothing written once the schedule's record (this key) is gone.
-    Schedule(String),
     /// Three numbers sampled by the caller.
     Given([u64; 3]),
 }
 
 /// Adds `tally` (and a sample) to the history in `minutes` and `hours`; `false` when nothing
-/// was written (a schedule that is gone). One script call.
+/// One script call.
 pub(crate) async fn record(
     conn: &RedisConn,
     (minutes, hours): (&str, &str),
@@ -216,9 +220,6 @@ pub(crate) async fn record(
         }
         Sample::Group { stream, group } => {
             inv.key(stream).arg("group").arg(group);
-        }
-        Sample::Schedule(record) => {
-            inv.key(record).arg("schedule");
         }
         Sample::Given([a, b, c]) => {
             inv.arg("given").arg(a).arg(b).arg(c);

@@ -84,8 +84,9 @@ pub mod protocol {
     pub use crate::names::validate_namespace;
     pub use crate::redact::redact_url;
     pub use crate::schedule::{
-        record_schedule_history, tick_id, tick_time, IndexChanges, Produced, RecordRead,
-        ScheduleState, CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL, WAKE_SCHEDULES,
+        record_schedule_histories, record_schedule_history, tick_id, tick_time, IndexChanges,
+        Produced, RecordRead, ScheduleState, CHANGED as SCHEDULES_CHANGED, RECORDS_PER_CALL,
+        WAKE_SCHEDULES,
     };
     pub use crate::stream::{
         dead_stream, StreamEntry, StreamGroup, StreamKeys, TakeOver, TakeOverReport, PAYLOAD_FIELD,

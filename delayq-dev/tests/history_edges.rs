@@ -319,3 +319,45 @@ async fn a_hand_edited_point_with_huge_counts_is_read() {
     assert_eq!(h.points[0].started, u64::MAX, "{h:?}");
     assert_eq!(h.points[0].lateness_p99, Some(Duration::from_millis(1)));
 }
+
+#[delayq_runtime::delay_listener(topic = "hist.ids")]
+async fn any_id(_: u32) {}
+
+/// Ids shaped like ticks (`name@ms`) of 300 names that are no schedules: the shutdown's last
+/// write makes one call for all of them (not one each), and writes nothing for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tick_shaped_ids_cost_one_call_per_topic_whatever_their_number() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["hist.ids"])
+        .spawn()
+        .await
+        .unwrap();
+    for i in 0..300u32 {
+        let o = delayq_runtime::SendOptions::new().id(format!("user-{i}@1700000000000"));
+        p.send_with("hist.ids", &i, o).await.unwrap();
+    }
+    delayq_dev::drained(&p, "hist.ids", Duration::from_secs(20)).await;
+    // Not across a minute's write (then it would be that write's calls counted here).
+    delayq_dev::clear_of_history_writes(Duration::from_secs(5)).await;
+    server.reset_stats();
+    rt.shutdown().await.unwrap();
+    let calls = server.command_calls();
+    let scripts =
+        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0);
+    // A script's first call here is refused (NOSCRIPT), loaded, and made again.
+    let loads = calls.get("script|load").copied().unwrap_or(0);
+    println!("the shutdown's calls: {calls:?}");
+    assert!(
+        scripts - loads <= 2,
+        "{scripts} script calls ({loads} loads) for 300 names: {calls:?}"
+    );
+    assert!(keys_like(&server, "*schedule-history*").is_empty());
+    let h = p
+        .topic_history("hist.ids", Duration::from_secs(3_600))
+        .await
+        .unwrap();
+    assert_eq!(h.points.iter().map(|p| p.ok).sum::<u64>(), 300, "{h:?}");
+}

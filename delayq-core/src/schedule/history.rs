@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::records::record_key;
 use crate::delay::{TopicKeys, TopicQueue};
 use crate::error::Result;
-use crate::history::{self, History, Sample, Tally};
+use crate::history::{self, History, Tally, HISTORY_SCRIPTS};
 use crate::names::validate_name;
 use crate::producer::Producer;
 
@@ -27,7 +27,7 @@ pub(crate) fn history_keys(keys: &TopicKeys, name: &str) -> (String, String) {
 
 /// Adds what this process counted of schedule `name`'s ticks on `queue`'s topic to the
 /// schedule's history; `false` when there is no such schedule there (nothing written: an id
-/// that only looked like a tick's).
+/// that only looked like a tick's). One script call; see [`record_schedule_histories`].
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
@@ -36,15 +36,36 @@ pub async fn record_schedule_history(
     name: &str,
     tally: &Tally,
 ) -> Result<bool> {
-    let record = record_key(queue.keys(), name);
-    let (minutes, hours) = history_keys(queue.keys(), name);
-    history::record(
-        queue.conn(),
-        (&minutes, &hours),
-        Sample::Schedule(record),
-        tally,
-    )
-    .await
+    let written = record_schedule_histories(queue, &[(name, tally)]).await?;
+    Ok(written.first().copied().unwrap_or(false))
+}
+
+/// As [`record_schedule_history`] for several schedules of `queue`'s topic, in one script call
+/// however many (`history/schedules.lua`): whether each was written. The names come from the
+/// ids of messages, which anyone who sends chooses, so their number must not set the number
+/// of calls. All of them are counts of the same minute (`minute_ended` of the first).
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+pub async fn record_schedule_histories(
+    queue: &TopicQueue,
+    counts: &[(&str, &Tally)],
+) -> Result<Vec<bool>> {
+    if counts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut inv = HISTORY_SCRIPTS.schedules.prepare_invoke();
+    let ended = counts[0].1.minute_ended;
+    inv.arg(if ended { "1" } else { "0" });
+    for (name, tally) in counts {
+        let (minutes, hours) = history_keys(queue.keys(), name);
+        inv.key(minutes)
+            .key(hours)
+            .key(record_key(queue.keys(), name))
+            .arg(tally.arg());
+    }
+    let written: Vec<u8> = queue.conn().run_script(inv).await?;
+    Ok(written.into_iter().map(|w| w == 1).collect())
 }
 
 impl Producer {

@@ -38,7 +38,7 @@ use std::sync::LazyLock;
 
 pub use calendar::MIN_EVERY;
 pub use control::ScheduleChange;
-pub use history::record_schedule_history;
+pub use history::{record_schedule_histories, record_schedule_history};
 pub use index::IndexChanges;
 pub use info::{ScheduleInfo, TickOutcome, STALLED_AFTER};
 pub use produce::Produced;

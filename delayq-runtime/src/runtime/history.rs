@@ -3,8 +3,9 @@
 //! - every topic this process ran something on: what it counted (`Meter::minute`) with a
 //!   sample of the topic's backlog (a topic nothing happened on is sampled by the back pool's
 //!   sweep, every two minutes, in the call it makes anyway: idle listeners cost nothing more);
-//! - every schedule whose ticks it handled (the names come from the ticks' ids; one that is
-//!   no schedule of the topic is written nowhere);
+//! - the schedules whose ticks it handled, in one call per topic however many (the names come
+//!   from the ticks' ids, which senders choose; one that is no schedule of the topic is
+//!   written nowhere);
 //! - every stream group it handled something of (its lag and pending entries sampled);
 //! - every waiting room it ticks (how many wait and are inside), every minute (it ticks them
 //!   every second anyway).
@@ -15,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq_core::protocol::{record_schedule_history, Tally};
+use delayq_core::protocol::{record_schedule_histories, Tally};
 use delayq_core::WaitingRoom;
 use tokio_util::sync::CancellationToken;
 
@@ -111,26 +112,38 @@ async fn write(all: &Histories, minute_ended: bool) {
             map.retain(|_, m| Arc::strong_count(m) > 2);
             all
         };
-        for (name, m) in ticks {
-            let tally = Tally {
-                minute_ended,
-                ..m.take()
-            };
-            if tally.is_empty() {
-                continue;
+        let counted: Vec<(Arc<str>, Arc<Minute>, Tally)> = ticks
+            .into_iter()
+            .map(|(name, m)| {
+                let tally = Tally {
+                    minute_ended,
+                    ..m.take()
+                };
+                (name, m, tally)
+            })
+            .filter(|(_, _, tally)| !tally.is_empty())
+            .collect();
+        if counted.is_empty() {
+            continue;
+        }
+        // All of the topic's schedules in one call, however many names the ids brought.
+        let batch: Vec<(&str, &Tally)> = counted.iter().map(|(n, _, t)| (&**n, t)).collect();
+        match record_schedule_histories(&t.queue, &batch).await {
+            Ok(written) => {
+                for ((name, _, _), w) in counted.iter().zip(written) {
+                    if !w {
+                        tracing::debug!(topic = %t.name, %name, "ticks of no schedule of the topic; not kept");
+                    }
+                }
             }
-            match record_schedule_history(&t.queue, &name, &tally).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::debug!(topic = %t.name, %name, "ticks of no schedule of the topic; not kept")
+            Err(error) => {
+                // Counted into the next write: into each name's count in the map (put back if
+                // it left it).
+                let mut map = t.ticks.lock().unwrap_or_else(|p| p.into_inner());
+                for (name, m, tally) in counted {
+                    map.entry(name).or_insert(m).untake(&tally);
                 }
-                Err(error) => {
-                    // Counted into the next write: into the name's count in the map (put back
-                    // if it left it).
-                    let mut map = t.ticks.lock().unwrap_or_else(|p| p.into_inner());
-                    map.entry(name.clone()).or_insert(m).untake(&tally);
-                    tracing::debug!(schedule = %name, %error, "schedule history not written; counted into the next")
-                }
+                tracing::debug!(topic = %t.name, %error, "schedule histories not written; counted into the next");
             }
         }
     }

@@ -1,13 +1,11 @@
--- history/record.lua: one process's minute of a topic (or of a schedule's ticks, a stream
--- group, a waiting room), merged into its history (`delayq stats --since`, the dashboard's
+-- history/record.lua: one process's minute of a topic (or of a stream group, a waiting room;
+-- schedules' ticks: schedules.lua), merged into its history (`delayq stats --since`, the dashboard's
 -- charts). It changes no message. (history/merge.lua is prepended.)
 -- KEYS[1] the minutes (HASH), KEYS[2] the hours (HASH), then what ARGV[3] samples:
 --   'topic': KEYS[3] delayed, KEYS[4] ready, KEYS[5] inflight, KEYS[6] farinfo (its `count`:
 --            messages in far buckets): delayed (due or not), due, in flight
 --   'group': KEYS[3] the stream, ARGV[4] the group: its lag (entries not delivered yet, as
 --            delayed and due) and its pending entries (as in flight), by XINFO GROUPS
---   'schedule': KEYS[3] the schedule's record: nothing sampled; nothing written unless it is
---            a schedule's record (a HASH with a `kind`): an id that only looked like a tick's
 --   'given': ARGV[4..6] the three numbers, sampled by the caller (a room's waiting, 0, inside)
 -- ARGV[1] what this process counted since its last write, space-separated: ok retry dead
 --   timed_out, then the handler starts per lateness bin (history.rs' LATENESS_BINS_MS)
@@ -19,7 +17,7 @@
 -- (`stamp % 720` of the hours): a ring, so each hash holds at most a day of minutes (30 days
 -- of hours) whatever happens, and a point older than that is overwritten, never trimmed.
 -- The counts add up over processes; the backlog is the last sample taken in that minute.
--- Returns the minute written, or -1 when nothing was (no such schedule).
+-- Returns the minute written.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local minute = math.floor(now / 60000)
@@ -40,10 +38,6 @@ elseif kind == 'group' then
       local lag = tonumber(f['lag']) or 0
       backlog = { lag, lag, tonumber(f['pending']) or 0 }
     end
-  end
-elseif kind == 'schedule' then
-  if redis.call('TYPE', KEYS[3])['ok'] ~= 'hash' or redis.call('HEXISTS', KEYS[3], 'kind') == 0 then
-    return -1
   end
 elseif kind == 'given' then
   backlog = { tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0 }
