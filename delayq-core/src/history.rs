@@ -198,14 +198,13 @@ pub(crate) enum Sample<'a> {
     Given([u64; 3]),
 }
 
-/// Adds `tally` (and a sample) to the history in `minutes` and `hours`; `false` when nothing
-/// One script call.
+/// Adds `tally` (and a sample) to the history in `minutes` and `hours`. One script call.
 pub(crate) async fn record(
     conn: &RedisConn,
     (minutes, hours): (&str, &str),
     sample: Sample<'_>,
     tally: &Tally,
-) -> Result<bool> {
+) -> Result<()> {
     let mut inv = HISTORY_SCRIPTS.record.key(minutes);
     inv.key(hours)
         .arg(tally.arg())
@@ -225,8 +224,8 @@ pub(crate) async fn record(
             inv.arg("given").arg(a).arg(b).arg(c);
         }
     }
-    let minute: i64 = conn.run_script(inv).await?;
-    Ok(minute >= 0)
+    let _minute: i64 = conn.run_script(inv).await?;
+    Ok(())
 }
 
 /// The history `name` in `minutes` / `hours` over the last `window`: a point a minute for up

@@ -31,10 +31,8 @@ impl Minute {
         };
     }
 
-    pub(crate) fn started(&self, due: SystemTime) {
-        let late = SystemTime::now()
-            .duration_since(due)
-            .unwrap_or(Duration::ZERO);
+    /// A handler started `late` after its due time.
+    pub(crate) fn started(&self, late: Duration) {
         self.lateness[Tally::bin(late)].fetch_add(1, Relaxed);
     }
 
@@ -167,14 +165,16 @@ impl Meter {
         }
     }
 
-    /// A handler starts on something due at `due` (a message's due time, an entry's id time).
-    pub(crate) fn started(&self, due: SystemTime) {
+    /// A handler starts on something due at `due` (a message's due time, an entry's id time):
+    /// how late it starts.
+    pub(crate) fn started(&self, due: SystemTime) -> Duration {
         let late = SystemTime::now()
             .duration_since(due)
             .unwrap_or(Duration::ZERO);
         self.lateness.record(late.as_secs_f64());
-        self.minute.started(due);
+        self.minute.started(late);
         self.inflight.increment(1.0);
+        late
     }
 
     /// A handler that `started` has returned (or was stopped).

@@ -42,18 +42,26 @@ fn panic_text(payload: &(dyn Any + Send)) -> String {
 }
 
 /// A handler run as `delayq_inflight` counts it, from its start until this is dropped.
-pub(crate) struct Running<'a>(&'a Meter);
+pub(crate) struct Running<'a> {
+    meter: &'a Meter,
+    late: Duration,
+}
 
 impl<'a> Running<'a> {
     pub(crate) fn start(meter: &'a Meter, due: SystemTime) -> Self {
-        meter.started(due);
-        Running(meter)
+        let late = meter.started(due);
+        Running { meter, late }
+    }
+
+    /// How late after its due time it started.
+    pub(crate) fn late(&self) -> Duration {
+        self.late
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.finished();
+        self.meter.finished();
     }
 }
 

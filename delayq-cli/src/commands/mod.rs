@@ -114,9 +114,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             let id = message_id(&id)?;
             let found = p.find(&topic, &id).await?;
             if found.place == delayq_core::Place::Unknown {
-                return Err(Failure::NotFound(format!(
-                    "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
-                )));
+                return Err(report::not_found(&topic, &id));
             }
             emit(json, report::found_json(&topic, &found), || {
                 report::found_detail(&topic, &found, SystemTime::now()).to_string()

@@ -14,7 +14,7 @@ use delayq_core::{MessageId, SendOptions, SendOutcome};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::board::{audit, error, may_write, Shared};
+use super::board::{audit, error, known_topic, may_write, Shared};
 use crate::failure::Failure;
 use crate::namespace::{change_dead, change_schedule, DeadAction, ScheduleAction};
 
@@ -43,10 +43,8 @@ pub(super) async fn flow_write(
             )
         }
     };
-    match p.topics().await {
-        Ok(known) if known.contains(&topic) => {}
-        Ok(_) => return error(StatusCode::NOT_FOUND, format!("no topic {topic:?}")),
-        Err(e) => return Failure::from(e).into_response(),
+    if let Err(failure) = known_topic(&board, &topic).await {
+        return failure.into_response();
     }
     let changed = if pause {
         p.pause(&topic).await
@@ -125,10 +123,8 @@ pub(super) async fn send_test(
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body: {e}")),
     };
     let p = &board.producer;
-    match p.topics().await {
-        Ok(known) if known.contains(&topic) => {}
-        Ok(_) => return error(StatusCode::NOT_FOUND, format!("no topic {topic:?}")),
-        Err(e) => return Failure::from(e).into_response(),
+    if let Err(failure) = known_topic(&board, &topic).await {
+        return failure.into_response();
     }
     let delay = match m.delay.as_deref().map(crate::args::delay) {
         None => Duration::ZERO,

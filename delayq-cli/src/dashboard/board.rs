@@ -81,3 +81,12 @@ pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
         "audit: {when} {who} {what}: {result}"
     );
 }
+
+/// Fails (404) unless `topic` is registered in the namespace.
+pub(crate) async fn known_topic(board: &Board, topic: &str) -> Result<(), Failure> {
+    if board.producer.topics().await?.iter().any(|t| t == topic) {
+        Ok(())
+    } else {
+        Err(Failure::NotFound(format!("no topic {topic:?}")))
+    }
+}

@@ -5,7 +5,7 @@ use axum::Json;
 use delayq_core::MessageId;
 use serde::Deserialize;
 
-use super::board::Shared;
+use super::board::{known_topic, Shared};
 use crate::failure::Failure;
 use crate::report::{self, Kind};
 
@@ -14,16 +14,11 @@ pub(super) async fn find(
     State(board): Shared,
     Path((topic, id)): Path<(String, String)>,
 ) -> Result<Json<serde_json::Value>, Failure> {
-    let p = &board.producer;
     let id = MessageId::new(&id).map_err(|e| Failure::Usage(e.to_string()))?;
-    if !p.topics().await?.contains(&topic) {
-        return Err(Failure::NotFound(format!("no topic {topic:?}")));
-    }
-    let found = p.find(&topic, &id).await?;
+    known_topic(&board, &topic).await?;
+    let found = board.producer.find(&topic, &id).await?;
     if found.place == delayq_core::Place::Unknown {
-        return Err(Failure::NotFound(format!(
-            "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
-        )));
+        return Err(report::not_found(&topic, &id));
     }
     Ok(Json(report::found_json(&topic, &found)))
 }
@@ -39,19 +34,14 @@ impl Since {
     }
 }
 
-/// A topic's history (`delayq stats --since`): `?since=1h` (default), up to `720h`.
+/// A topic's history (`delayq stats --since`): `?since=1h` (default), up to `720h`; as
+/// `/api/history/topic/{topic}`.
 pub(super) async fn topic_history(
-    State(board): Shared,
+    board: Shared,
     Path(topic): Path<String>,
-    Query(q): Query<Since>,
+    q: Query<Since>,
 ) -> Result<Json<serde_json::Value>, Failure> {
-    let p = &board.producer;
-    let window = q.window()?;
-    if !p.topics().await?.contains(&topic) {
-        return Err(Failure::NotFound(format!("no topic {topic:?}")));
-    }
-    let h = p.topic_history(&topic, window).await?;
-    Ok(Json(report::history_json(Kind::Topic, &h)))
+    history(board, Path(("topic".into(), topic)), q).await
 }
 
 /// Any history: `/api/history/{topic|schedule|group|room}/{name}?since=1h` (a group's name
@@ -65,9 +55,7 @@ pub(super) async fn history(
     let window = q.window()?;
     let (kind, h) = match kind.as_str() {
         "topic" => {
-            if !p.topics().await?.contains(&name) {
-                return Err(Failure::NotFound(format!("no topic {name:?}")));
-            }
+            known_topic(&board, &name).await?;
             (Kind::Topic, p.topic_history(&name, window).await?)
         }
         "schedule" => match p.schedule_history(&name, window).await? {

@@ -2,8 +2,10 @@
 
 use std::time::SystemTime;
 
-use delayq_core::{FoundMessage, Place};
+use delayq_core::{FoundMessage, MessageId, Place};
 use serde_json::{json, Value};
+
+use crate::failure::Failure;
 
 use super::text::{ms, ms_opt, payload_value, relative, relative_opt, table, Report};
 
@@ -85,4 +87,11 @@ pub(crate) fn found_detail(topic: &str, f: &FoundMessage, now: SystemTime) -> Re
     }
     row("payload", String::from_utf8_lossy(&f.payload).into_owned());
     t
+}
+
+/// What `find` answers for an id the topic does not have (CLI exit 1, dashboard 404).
+pub(crate) fn not_found(topic: &str, id: &MessageId) -> Failure {
+    Failure::NotFound(format!(
+        "{id} is not on {topic}: never sent, or acknowledged, cancelled or purged"
+    ))
 }

@@ -7,7 +7,7 @@ mod history;
 mod text;
 mod views;
 
-pub(crate) use found::{found_detail, found_json};
+pub(crate) use found::{found_detail, found_json, not_found};
 pub(crate) use history::{history_json, history_text, Kind};
 pub(crate) use text::{error_row, printable, printable_lines, table};
 pub(crate) use views::{

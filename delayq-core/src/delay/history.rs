@@ -16,8 +16,7 @@ impl TopicQueue {
     pub async fn record_history(&self, tally: &Tally) -> Result<()> {
         let k = &self.keys;
         let sample = Sample::Topic([&k.delayed, &k.ready, &k.inflight, &k.farinfo]);
-        history::record(&self.conn, (&k.history, &k.history_hours), sample, tally).await?;
-        Ok(())
+        history::record(&self.conn, (&k.history, &k.history_hours), sample, tally).await
     }
 }
 

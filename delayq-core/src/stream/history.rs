@@ -32,8 +32,7 @@ impl StreamGroup {
             stream: &k.stream,
             group: &k.group,
         };
-        history::record(&self.conn, (&minutes, &hours), sample, tally).await?;
-        Ok(())
+        history::record(&self.conn, (&minutes, &hours), sample, tally).await
     }
 }
 

@@ -182,10 +182,9 @@ pub(crate) async fn run(
 ) {
     let _permit = permit;
     let claim = topic.enter_claim(&delivery);
-    let due = ms_to_time(delivery.envelope.due_ms);
-    let _running = Running::start(&topic.meter, due);
+    let running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
     if let Some(tick) = claim.tick() {
-        tick.started(due);
+        tick.started(running.late());
     }
     let inbound = TopicDelivery {
         topic: topic.name.clone(),

@@ -41,3 +41,21 @@ end
 
 -- The lateness bins of a point (history.rs' LATENESS_BINS_MS, then the rest).
 local HISTORY_BINS = 15
+
+-- Redis' now (ms) and the minute counts are filed in: with `ended` ('1'), the minute that
+-- ended 10 s before now (a runtime's minute writer runs a few seconds after it), else now's.
+local function history_now(ended)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if ended == '1' then return now, math.floor((now - 10000) / 60000) end
+  return now, math.floor(now / 60000)
+end
+
+-- A process's counts as sent (ok retry dead timed_out, then the starts per bin), or nil
+-- when they are not that many numbers.
+local function history_adds(text)
+  local adds = {}
+  for w in string.gmatch(text or '', '%d+') do adds[#adds + 1] = tonumber(w) end
+  if #adds ~= 4 + HISTORY_BINS then return nil end
+  return adds
+end

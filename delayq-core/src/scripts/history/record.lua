@@ -18,13 +18,9 @@
 -- of hours) whatever happens, and a point older than that is overwritten, never trimmed.
 -- The counts add up over processes; the backlog is the last sample taken in that minute.
 -- Returns the minute written.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local minute = math.floor(now / 60000)
-if ARGV[2] == '1' then minute = math.floor((now - 10000) / 60000) end
-local adds = {}
-for w in string.gmatch(ARGV[1], '%d+') do adds[#adds + 1] = tonumber(w) end
-if #adds ~= 4 + HISTORY_BINS then return redis.error_reply('expected 19 counts') end
+local now, minute = history_now(ARGV[2])
+local adds = history_adds(ARGV[1])
+if not adds then return redis.error_reply('expected 19 counts') end
 local kind = ARGV[3]
 local backlog = { 0, 0, 0 }
 if kind == 'topic' then

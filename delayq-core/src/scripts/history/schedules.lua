@@ -7,16 +7,12 @@
 -- Nothing is written for a name whose record is not a schedule's (a HASH with a `kind`): an
 -- id that only looked like a tick's.
 -- Returns, for each, 1 when written, 0 when not.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local minute = math.floor(now / 60000)
-if ARGV[1] == '1' then minute = math.floor((now - 10000) / 60000) end
+local _, minute = history_now(ARGV[1])
 local out = {}
 for i = 1, #KEYS / 3 do
   local minutes, hours, record = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local adds = {}
-  for w in string.gmatch(ARGV[i + 1] or '', '%d+') do adds[#adds + 1] = tonumber(w) end
-  if #adds ~= 4 + HISTORY_BINS then return redis.error_reply('expected 19 counts') end
+  local adds = history_adds(ARGV[i + 1])
+  if not adds then return redis.error_reply('expected 19 counts') end
   out[i] = 0
   if redis.call('TYPE', record)['ok'] == 'hash' and redis.call('HEXISTS', record, 'kind') == 1 then
     history_merge(minutes, hours, minute, adds, { 0, 0, 0 })
