@@ -80,7 +80,7 @@ async fn find_tells_where_a_message_is_in_each_state() {
         .await
         .unwrap()
         .claimed;
-    q.ack(&[(c[0].id.clone(), c[0].token())]).await.unwrap();
+    q.ack(&[c[0].receipt()]).await.unwrap();
     // A priority: a claim moves the due messages into `ready` and takes the highest.
     send("plain", Duration::ZERO, SendOptions::new()).await;
     send(

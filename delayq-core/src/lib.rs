@@ -76,8 +76,9 @@ pub mod protocol {
     #[cfg(feature = "testing")]
     pub use crate::delay::{idle_state, travel};
     pub use crate::delay::{
-        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, RequeueReport, TopicKeys, TopicQueue,
-        DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL,
+        ClaimBatch, Delivery, Envelope, Flow, NackOutcome, Receipt, RequeueReport, TopicKeys,
+        TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH, WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED,
+        WAKE_TRAVEL,
     };
     pub use crate::env::CA_FILE_VAR;
     pub use crate::history::Tally;

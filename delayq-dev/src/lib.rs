@@ -25,6 +25,7 @@ mod markdown_pages {
 }
 
 mod browser;
+mod callgrind;
 mod consumer;
 mod control;
 mod examples;
@@ -39,6 +40,7 @@ mod topology;
 mod web;
 
 pub use browser::{chromium, dump_dom, screenshot, screenshots_dir, DevTools};
+pub use callgrind::CallgrindRedis;
 pub use consumer::{
     append_to_ledger, epoch_us, handler_delay, init_process_tracing, read_ledger, ConsumerProcess,
     LeaderTick, LedgerLine, Role, PROC_ROOM,

@@ -17,14 +17,22 @@ pub fn keys(topic: &str) -> TopicKeys {
     TopicKeys::new("delayq", topic).unwrap()
 }
 
-/// The envelope stored for `id`, if any.
+/// The envelope stored for `id`, if any, as its delivery sees it while it is in flight: a claim
+/// leaves the envelope as it is and keeps its token beside it (under the id and a newline), so
+/// the attempt counts this claim and the token is the claim's.
 pub fn envelope(server: &RedisServer, topic: &str, id: &MessageId) -> Option<Envelope> {
-    let raw: Option<Vec<u8>> = redis::cmd("HGET")
+    let (raw, token): (Option<Vec<u8>>, Option<u64>) = redis::cmd("HMGET")
         .arg(keys(topic).msg)
         .arg(id.as_str())
+        .arg(format!("{id}\n"))
         .query(&mut server.connection())
         .unwrap();
-    raw.map(|r| Envelope::parse(&r).expect("stored envelope parses"))
+    let mut envelope = Envelope::parse(&raw?).expect("stored envelope parses");
+    if let Some(token) = token {
+        envelope.attempt += 1;
+        envelope.token = token;
+    }
+    Some(envelope)
 }
 
 /// Score of `id` in the named sorted set of `topic` ("delayed", "inflight", "dead").

@@ -85,14 +85,10 @@ async fn claims_and_acks_larger_than_one_script_call_are_split() {
         .unwrap();
     let batch = q.claim_due(9_000, Duration::from_secs(30)).await.unwrap();
     assert_eq!(batch.claimed.len(), 1_000, "one claim takes at most 1,000");
-    let mut all: Vec<_> = batch
-        .claimed
-        .iter()
-        .map(|c| (c.id.clone(), c.token()))
-        .collect();
+    let mut all: Vec<_> = batch.claimed.iter().map(|c| c.receipt()).collect();
     for _ in 0..8 {
         let more = q.claim_due(1_000, Duration::from_secs(30)).await.unwrap();
-        all.extend(more.claimed.iter().map(|c| (c.id.clone(), c.token())));
+        all.extend(more.claimed.iter().map(|c| c.receipt()));
     }
     let acked = q.ack(&all).await.unwrap();
     assert_eq!(acked.len(), 9_000);

@@ -6,7 +6,8 @@
 //! Besides generated ids, clients send a small pool of user-chosen ids again and again (plain,
 //! and with `replace`), so the same id is acked, cancelled or dead-lettered and then sent
 //! anew: its delivery tokens must still only ever grow, or a stale delivery of an earlier
-//! incarnation could settle a later one.
+//! incarnation could settle a later one. A claim's token is kept beside its envelope exactly
+//! while the id is in flight.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -100,7 +101,7 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
             }
             50..=64 if !held.is_empty() => {
                 let d = held.swap_remove(rng.usize(0..held.len()));
-                if q.ack(std::slice::from_ref(&d)).await.unwrap()[0] {
+                if q.ack(&[(d.0.clone(), d.1, 0)]).await.unwrap()[0] {
                     let mut m = model.lock().unwrap();
                     if is_user_id(d.0.as_str()) {
                         m.acked_user_ids.insert(d.0.clone());
@@ -179,8 +180,22 @@ fn check(server: &RedisServer, model: &Model, round: usize) {
     let delayed = members(&mut c, &k.delayed);
     let inflight = members(&mut c, &k.inflight);
     let dead = members(&mut c, &k.dead);
-    let envelopes: HashMap<String, Vec<u8>> =
+    let mut envelopes: HashMap<String, Vec<u8>> =
         redis::cmd("HGETALL").arg(&k.msg).query(&mut c).unwrap();
+    // A claim's token is kept beside its envelope, under the id and a newline.
+    let tokens: HashMap<String, u64> = envelopes
+        .iter()
+        .filter_map(|(field, v)| {
+            let id = field.strip_suffix('\n')?;
+            Some((id.to_string(), String::from_utf8_lossy(v).parse().unwrap()))
+        })
+        .collect();
+    envelopes.retain(|field, _| !field.ends_with('\n'));
+    let with_token: HashSet<String> = tokens.keys().cloned().collect();
+    assert_eq!(
+        with_token, inflight,
+        "round {round}: a token without a claim in flight, or the reverse"
+    );
 
     assert!(
         delayed.is_disjoint(&inflight),
@@ -224,10 +239,10 @@ fn check(server: &RedisServer, model: &Model, round: usize) {
     );
 
     for id in &inflight {
-        let env = delayq_core::protocol::Envelope::parse(&envelopes[id]).unwrap();
+        delayq_core::protocol::Envelope::parse(&envelopes[id]).unwrap();
         let mid: MessageId = id.parse().unwrap();
         assert_eq!(
-            Some(&env.token),
+            tokens.get(id),
             model.latest_token.get(&mid),
             "round {round}: owner of {id}"
         );

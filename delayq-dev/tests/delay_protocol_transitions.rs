@@ -75,15 +75,9 @@ async fn an_ack_deletes_the_message_and_a_second_ack_is_stale() {
     let q = delayq_core::protocol::queue(&p, "t").unwrap();
     let id = p.send("t", &"x", Duration::ZERO).await.unwrap();
     let c = q.claim_due(10, LEASE).await.unwrap().claimed.remove(0);
-    assert_eq!(
-        q.ack(&[(c.id.clone(), c.token())]).await.unwrap(),
-        vec![true]
-    );
+    assert_eq!(q.ack(&[c.receipt()]).await.unwrap(), vec![true]);
     assert_eq!(state(&server, "t", &id), "gone");
-    assert_eq!(
-        q.ack(&[(c.id.clone(), c.token())]).await.unwrap(),
-        vec![false]
-    );
+    assert_eq!(q.ack(&[c.receipt()]).await.unwrap(), vec![false]);
 }
 
 #[tokio::test]
@@ -117,10 +111,7 @@ async fn an_expired_claim_returns_to_delayed_and_the_next_delivery_counts_one_mo
     assert_eq!(second.envelope.attempt, first.envelope.attempt + 1);
     assert_eq!(second.envelope.last_error, "ack deadline passed");
     // The late first delivery is fenced off: it cannot ack, extend or nack the second.
-    assert_eq!(
-        q.ack(&[(id.clone(), first.token())]).await.unwrap(),
-        vec![false]
-    );
+    assert_eq!(q.ack(&[first.receipt()]).await.unwrap(), vec![false]);
     assert_eq!(
         q.extend(LEASE, &[(id.clone(), first.token())])
             .await
@@ -133,10 +124,7 @@ async fn an_expired_claim_returns_to_delayed_and_the_next_delivery_counts_one_mo
         .unwrap();
     assert_eq!(stale, NackOutcome::Stale);
     assert_eq!(state(&server, "t", &id), "inflight");
-    assert_eq!(
-        q.ack(&[(id.clone(), second.token())]).await.unwrap(),
-        vec![true]
-    );
+    assert_eq!(q.ack(&[second.receipt()]).await.unwrap(), vec![true]);
 }
 
 #[tokio::test]
@@ -247,7 +235,7 @@ async fn cancel_in_each_state() {
         "cancel must not stop a running delivery"
     );
 
-    q.ack(&[(c.id.clone(), c.token())]).await.unwrap();
+    q.ack(&[c.receipt()]).await.unwrap();
     assert_eq!(
         p.cancel("t", &inflight).await.unwrap(),
         Cancelled::NotFound,
@@ -297,7 +285,7 @@ async fn a_user_id_deduplicates_while_pending() {
         .unwrap();
     assert!(matches!(replace, SendOutcome::Duplicate(_)));
     // Done: the id is free again.
-    q.ack(&[(c.id.clone(), c.token())]).await.unwrap();
+    q.ack(&[c.receipt()]).await.unwrap();
     let fresh = p.send_with("t", &"fourth", opts()).await.unwrap();
     assert!(matches!(fresh, SendOutcome::Created(_)));
 }
@@ -360,7 +348,7 @@ async fn reschedule_moves_only_pending_messages() {
         !p.reschedule("t", &id, Duration::ZERO).await.unwrap(),
         "in flight"
     );
-    q.ack(&[(c.id.clone(), c.token())]).await.unwrap();
+    q.ack(&[c.receipt()]).await.unwrap();
     assert!(
         !p.reschedule("t", &id, Duration::ZERO).await.unwrap(),
         "done"
@@ -505,10 +493,7 @@ async fn a_resent_id_gets_a_new_token_so_a_stale_delivery_of_the_old_one_cannot_
     sleep_ms(80).await;
     q.requeue_expired(10, 16).await.unwrap();
     let b = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
-    assert_eq!(
-        q.ack(&[(b.id.clone(), b.token())]).await.unwrap(),
-        vec![true]
-    );
+    assert_eq!(q.ack(&[b.receipt()]).await.unwrap(), vec![true]);
     // The id is sent again and claimed by C.
     assert!(matches!(send().await.unwrap(), SendOutcome::Created(_)));
     let c = q.claim_due(1, LEASE).await.unwrap().claimed.remove(0);
@@ -521,7 +506,7 @@ async fn a_resent_id_gets_a_new_token_so_a_stale_delivery_of_the_old_one_cannot_
     );
     // A wakes up: every settle it tries is stale, and C's message stays in flight.
     let stale = [(a.id.clone(), a.token())];
-    assert_eq!(q.ack(&stale).await.unwrap(), vec![false]);
+    assert_eq!(q.ack(&[a.receipt()]).await.unwrap(), vec![false]);
     assert_eq!(q.extend(LEASE, &stale).await.unwrap(), vec![false]);
     assert_eq!(
         q.nack(&a.id, a.token(), Duration::ZERO, "late", 16, None)

@@ -46,7 +46,7 @@ pub use flow::Flow;
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{
-    ClaimBatch, Delivery, NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
+    ClaimBatch, Delivery, NackOutcome, Receipt, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
     MAX_CLAIM_BATCH,
 };
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};

@@ -33,7 +33,16 @@ impl Delivery {
     pub fn token(&self) -> u64 {
         self.envelope.token
     }
+
+    /// What its ack presents: the id, the fence token and the `dedup_for` window (ms, 0 for
+    /// none) the ack reserves the id for.
+    pub fn receipt(&self) -> Receipt {
+        (self.id.clone(), self.envelope.token, self.envelope.dedup_ms)
+    }
 }
+
+/// An ack's `(id, fence token, dedup_for window ms)`: see [`Delivery::receipt`].
+pub type Receipt = (MessageId, u64, u64);
 
 /// What one `claim_due` call found.
 #[derive(Debug, Default)]
@@ -180,8 +189,8 @@ impl TopicQueue {
             ))
             .await?;
         let mut it = reply.into_iter();
-        let (Some(now), Some(next), Some(head), Some(limited)) =
-            (it.next(), it.next(), it.next(), it.next())
+        let (Some(now), Some(next), Some(head), Some(limited), Some(token)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
         else {
             return Err(Error::unexpected("claim_due", &"a short reply"));
         };
@@ -199,6 +208,7 @@ impl TopicQueue {
             ..ClaimBatch::default()
         };
         batch.now_ms = batch.now_us / 1000;
+        let token = int(&token).ok_or_else(|| Error::unexpected("claim_due", &token))? as u64;
         while let (Some(id), Some(env)) = (it.next(), it.next()) {
             let id = MessageId::from_stored(
                 text(id).ok_or_else(|| Error::unexpected("claim_due", &"id"))?,
@@ -212,9 +222,22 @@ impl TopicQueue {
                     };
                     batch.undeliverable.push((id, why.to_string()));
                 }
+                // Stored as it was: this delivery is one more attempt, under the claim's token.
                 Value::BulkString(raw) => match Envelope::parse(&raw) {
-                    Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
-                    Err(why) => batch.undeliverable.push((id, why)),
+                    Ok(mut envelope) => {
+                        envelope.attempt += 1;
+                        envelope.token = token;
+                        batch.claimed.push(Delivery { id, envelope });
+                    }
+                    Err(why) => {
+                        let buried: i64 = self.invoke(&scripts::bury(k, &id, token)).await?;
+                        let done = if buried == 1 {
+                            "moved to the dead letters"
+                        } else {
+                            "left"
+                        };
+                        batch.undeliverable.push((id, format!("{why}; {done}")));
+                    }
                 },
                 other => return Err(Error::unexpected("claim_due", &other)),
             }
@@ -227,7 +250,7 @@ impl TopicQueue {
     ///
     /// # Errors
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn ack(&self, deliveries: &[(MessageId, u64)]) -> Result<Vec<bool>> {
+    pub async fn ack(&self, deliveries: &[Receipt]) -> Result<Vec<bool>> {
         let k = &self.keys;
         let mut acked = Vec::with_capacity(deliveries.len());
         // The script unpacks its ids into single commands; Lua caps how many one call takes.

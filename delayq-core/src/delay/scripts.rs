@@ -6,6 +6,7 @@ use redis::{Script, ScriptInvocation};
 use super::buckets::{Buckets, NONE};
 use super::flow::Flow;
 use super::keys::TopicKeys;
+use super::queue::Receipt;
 use crate::id::MessageId;
 use crate::script::scripts;
 
@@ -28,6 +29,7 @@ scripts!(
         send,
         claim_due,
         ack,
+        bury,
         extend,
         nack,
         release,
@@ -182,8 +184,23 @@ pub(crate) fn claim_due(
     inv
 }
 
-pub(crate) fn ack(k: &TopicKeys, deliveries: &[(MessageId, u64)]) -> ScriptInvocation<'static> {
-    with_deliveries(topic_script(&SCRIPTS.ack, k, &NONE), deliveries)
+/// `n`, the `(id, token)` pairs, then `(id, window)` of those sent with `dedup_for`.
+pub(crate) fn ack(k: &TopicKeys, deliveries: &[Receipt]) -> ScriptInvocation<'static> {
+    let mut inv = topic_script(&SCRIPTS.ack, k, &NONE);
+    inv.arg(deliveries.len());
+    for (id, token, _) in deliveries {
+        inv.arg(id.as_str()).arg(*token);
+    }
+    for (id, _, window) in deliveries.iter().filter(|d| d.2 > 0) {
+        inv.arg(id.as_str()).arg(*window);
+    }
+    inv
+}
+
+pub(crate) fn bury(k: &TopicKeys, id: &MessageId, token: u64) -> ScriptInvocation<'static> {
+    let mut inv = topic_script(&SCRIPTS.bury, k, &NONE);
+    inv.arg(id.as_str()).arg(token);
+    inv
 }
 
 pub(crate) fn extend(

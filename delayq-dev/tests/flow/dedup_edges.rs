@@ -91,7 +91,7 @@ async fn a_window_of_duration_max_ends_after_the_year_9999() {
         .unwrap()
         .claimed;
     assert_eq!(
-        q.ack(&[(c[0].id.clone(), c[0].token())]).await.unwrap(),
+        q.ack(&[c[0].receipt()]).await.unwrap(),
         [true]
     );
     let keys = TopicKeys::new("delayq", topic).unwrap();
@@ -126,7 +126,7 @@ async fn expired_reservations_go_a_thousand_a_call() {
         .await
         .unwrap()
         .claimed;
-    q.ack(&[(claimed[0].id.clone(), claimed[0].token())])
+    q.ack(&[claimed[0].receipt()])
         .await
         .unwrap();
     let left: usize = redis::cmd("ZCARD").arg(&keys.done).query(&mut c).unwrap();

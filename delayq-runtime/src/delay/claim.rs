@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{Delivery, NackOutcome, TopicQueue};
+use delayq_core::protocol::{Delivery, NackOutcome, Receipt, TopicQueue};
 use delayq_core::{AckError, Error, MessageId};
 
 use crate::ack_batcher::{AckBatcher, AckSink};
@@ -15,7 +15,7 @@ use crate::settle::Settle;
 
 /// A topic's acks go in batches (`ack.lua`, fenced per delivery by its token).
 impl AckSink for TopicQueue {
-    type Item = (MessageId, u64);
+    type Item = Receipt;
     async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
         self.ack(&items).await
     }
@@ -35,6 +35,8 @@ pub(crate) struct Claim {
     pub(crate) id: MessageId,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
+    /// Its `dedup_for` window (ms, 0 for none): the ack reserves the id for it.
+    dedup_ms: u64,
     options: ListenerOptions,
 }
 
@@ -58,6 +60,7 @@ impl Claim {
             id,
             token,
             attempt: delivery.envelope.attempt,
+            dedup_ms: delivery.envelope.dedup_ms,
             options,
         })
     }
@@ -138,7 +141,11 @@ impl Settle for Claim {
     }
 
     async fn ack(&self) -> Result<(), AckError> {
-        if self.acks.ack((self.id.clone(), self.token)).await? {
+        if self
+            .acks
+            .ack((self.id.clone(), self.token, self.dedup_ms))
+            .await?
+        {
             self.handled(Outcome::Ok);
             self.entry.settle();
             Ok(())

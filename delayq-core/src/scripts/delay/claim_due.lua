@@ -24,12 +24,13 @@
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
--- bucket or -1, 1 when due messages wait on the rate limit (else 0), id1, envelope1,
--- id2, envelope2, ... } (now in microseconds, so a boss can sleep to the due time precisely;
--- the boss declares that bucket on its next call, so that it can be promoted); attempt is incremented and
--- the token is the claim's own in each returned envelope. An id whose envelope is missing
--- comes back with 'orphan' (dropped); one that does not parse with 'corrupt' (moved to the
--- dead letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
+-- bucket or -1, 1 when due messages wait on the rate limit (else 0), the claim's token (0 when
+-- it claimed nothing), id1, envelope1, id2, envelope2, ... } (now in microseconds, so a boss
+-- can sleep to the due time precisely; the boss declares that bucket on its next call, so that
+-- it can be promoted). Each envelope is as stored: its delivery's attempt is one more, and its
+-- token the claim's (see `token_field` in prelude.lua). An id whose envelope is missing comes
+-- back with 'orphan' (dropped); one that is not an envelope with 'corrupt' (moved to the dead
+-- letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
@@ -236,31 +237,36 @@ if interval and #ids > 0 then
   tat = tat + used
   redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
 end
-local out = { now_micros, -1, -1, 0 }
+local out = { now_micros, -1, -1, 0, 0 }
 if #ids > 0 then
   local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
-  local deadline = now + tonumber(ARGV[4])
+  -- Numbers go to Redis as strings made once (Redis would format each with %.17g).
+  local deadline = string.format('%d', now + tonumber(ARGV[4]))
   -- ZRANGEBYSCORE from -inf (or ZRANGE from 0) returned ranks 0 .. #ids-1: remove exactly
   -- those in one call (pick_per_key removed its own).
   if not kinterval then
     redis.call('ZREMRANGEBYRANK', prio and KEYS[12] or KEYS[1], 0, #ids - 1)
   end
   local raws = redis.call('HMGET', KEYS[3], unpack(ids))
-  -- One token per id from the topic's counter (ids that turn out undeliverable leave gaps;
-  -- tokens need only be unique and increasing).
-  local token = redis.call('INCRBY', KEYS[5], #ids) - #ids
-  local scores, envelopes, corrupt = {}, {}, {}
+  -- One token for the call, from the topic's counter: a fence token need only differ between
+  -- two claims of one id, and be unique in the topic for all time (see `token_field`).
+  local token = string.format('%d', redis.call('INCRBY', KEYS[5], 1))
+  out[5] = token
+  local scores, tokens, corrupt = {}, {}, {}
   for i, id in ipairs(ids) do
-    token = token + 1
-    local env = bump(raws[i], token)
-    if env then
-      scores[#scores + 1] = deadline
-      scores[#scores + 1] = id
-      envelopes[#envelopes + 1] = id
-      envelopes[#envelopes + 1] = env
+    local raw = raws[i]
+    -- The envelope goes out as it is: the client reads it (and counts this attempt); one that
+    -- is not an envelope of this layout at all goes to the dead letters untouched here, one
+    -- the client cannot read goes there through `bury.lua`.
+    if raw and string.sub(raw, 1, 2) == '1 ' then
+      local n = #scores
+      scores[n + 1] = deadline
+      scores[n + 2] = id
+      tokens[n + 1] = token_field(id)
+      tokens[n + 2] = token
       out[#out + 1] = id
-      out[#out + 1] = env
-    elseif raws[i] then
+      out[#out + 1] = raw
+    elseif raw then
       corrupt[#corrupt + 1] = now
       corrupt[#corrupt + 1] = id
       out[#out + 1] = id
@@ -272,12 +278,12 @@ if #ids > 0 then
   end
   if #scores > 0 then
     redis.call('ZADD', KEYS[2], unpack(scores))
-    redis.call('HSET', KEYS[3], unpack(envelopes))
+    redis.call('HSET', KEYS[3], unpack(tokens))
   end
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
   -- With the deadline: other processes' back pools need look only then.
   if inflight_was_empty and #scores > 0 then
-    wake(WAKE_BACK .. string.format('%d', deadline))
+    wake(WAKE_BACK .. deadline)
   end
 end
 far_flush()

@@ -16,7 +16,11 @@ local function found(place, score, envelope)
   return { place, string.format('%d', ms), envelope or false }
 end
 local s = redis.call('ZSCORE', KEYS[2], id)
-if s then return found('inflight', s, redis.call('HGET', KEYS[3], id)) end
+if s then
+  -- As its delivery sees it: this claim's attempt counted and its token (see `owned`).
+  local got = redis.call('HMGET', KEYS[3], id, token_field(id))
+  return found('inflight', s, got[2] and bump(got[1], got[2]) or got[1])
+end
 s = redis.call('ZSCORE', KEYS[4], id)
 if s then return found('dead', s, redis.call('HGET', KEYS[3], id)) end
 s = redis.call('ZSCORE', KEYS[1], id)

@@ -23,6 +23,7 @@ end
 local missing = missing_buckets()
 if missing then return missing end
 redis.call('ZREM', KEYS[2], id)
+claim_ended(id)
 if ARGV[9] == 't' then count('timeout', 1, now) end
 m.last_error = ARGV[6]
 if ARGV[8] ~= '' or (not later and m.attempt >= max) then

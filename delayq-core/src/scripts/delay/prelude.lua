@@ -115,8 +115,9 @@ local function token_of(raw)
   return tonumber(string.match(raw, '^1 %d+ (%d+) '))
 end
 
--- The envelope of a new claim: attempt one higher and the claim's token, rewriting only the
--- header; nil when the header does not parse.
+-- The envelope as the delivery of a claim sees it: attempt one higher and the claim's token,
+-- rewriting only the header; nil when the header does not parse (for reads: a claim itself
+-- leaves the envelope as it is, see `token_field`).
 local function bump(raw, token)
   if type(raw) ~= 'string' then return nil end
   local a, rest, body = string.match(raw, '^1 (%d+) %d+ ([%d ]+\n)()')
@@ -124,20 +125,44 @@ local function bump(raw, token)
   return string.format('1 %d %d ', a + 1, token) .. rest .. string.sub(raw, body)
 end
 
+-- A claim's token. A claim leaves the envelope as it is (its attempt counts when the claim
+-- ends, see `claim_ended`) and keeps its fence token beside it, in `msg` under the id followed
+-- by a newline (`token_field`; an id has no control character, so no id is such a field). The
+-- field is there exactly while the id is in flight under a claim of this layout; every script
+-- that ends a claim deletes it. A claim made by an earlier build (before this field) rewrote
+-- the envelope instead, attempt counted and token in the header: the scripts still read those.
+local function token_field(id)
+  return id .. '\n'
+end
+
 -- The raw envelope of `id` when the delivery holding `token` still owns it (it is in flight
--- and no later claim happened), else nil. Reads only the header.
+-- and no later claim happened), else nil; and whether its claim keeps its token beside the
+-- envelope (so its attempt is not counted yet). Reads only the header.
 local function owned_raw(id, token)
   if not redis.call('ZSCORE', KEYS[2], id) then return nil end
-  local raw = redis.call('HGET', KEYS[3], id)
-  if token_of(raw) == tonumber(token) then return raw end
+  local got = redis.call('HMGET', KEYS[3], id, token_field(id))
+  local raw, held = got[1], got[2]
+  if held then
+    if held == tostring(token) and type(raw) == 'string' then return raw, true end
+    return nil
+  end
+  if token_of(raw) == tonumber(token) then return raw, false end
   return nil
 end
 
--- The same, decoded, for scripts that rewrite the envelope.
+-- The same, decoded, for scripts that rewrite the envelope, with this claim's attempt counted
+-- (as a claim of an earlier build left it). A script that ends the claim calls `claim_ended`.
 local function owned(id, token)
-  local raw = owned_raw(id, token)
-  if raw then return decode(raw) end
-  return nil
+  local raw, beside = owned_raw(id, token)
+  if not raw then return nil end
+  local m = decode(raw)
+  if m and beside then m.attempt = m.attempt + 1 end
+  return m
+end
+
+-- A claim of `id` ends (it leaves `inflight`): its token goes from beside the envelope.
+local function claim_ended(id)
+  redis.call('HDEL', KEYS[3], token_field(id))
 end
 
 -- What a wake-up tells the runtime (its Rust twins are in scripts.rs).

@@ -1,5 +1,5 @@
 -- release.lua: a clean shutdown hands claimed, unfinished deliveries back to `delayed`, due
--- now, and gives back the attempt the claim counted.
+-- now, and gives back the attempt the claim counted (see `owned`).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- from ARGV[3]: pairs of id, delivery token
 -- Returns the number handed back (stale pairs are skipped).
@@ -12,6 +12,7 @@ for i = 3, #ARGV, 2 do
     if m.attempt > 0 then m.attempt = m.attempt - 1 end
     to_delayed(id, m, now)
     redis.call('ZREM', KEYS[2], id)
+    claim_ended(id)
     n = n + 1
   end
 end

@@ -12,8 +12,14 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumb
 local requeued, dead = 0, 0
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[2], id)
-  local raw = redis.call('HGET', KEYS[3], id)
+  local got = redis.call('HMGET', KEYS[3], id, token_field(id))
+  local raw = got[1]
   local m = decode(raw)
+  -- The claim that ran out counts its attempt (see `owned`).
+  if got[2] then
+    claim_ended(id)
+    if m then m.attempt = m.attempt + 1 end
+  end
   if m then
     local max = attempts_allowed(m, ARGV[4])
     m.last_error = 'ack deadline passed'

@@ -12,7 +12,11 @@ local function attempt()
   local m = decode(redis.call('HGET', KEYS[3], id))
   return m and m.attempt or 0
 end
-if redis.call('ZSCORE', KEYS[2], id) then return { 'inflight', attempt() } end
+if redis.call('ZSCORE', KEYS[2], id) then
+  -- Its claim's attempt counts once the claim ends (see `owned`): it is running now.
+  local beside = redis.call('HEXISTS', KEYS[3], token_field(id)) == 1
+  return { 'inflight', attempt() + (beside and 1 or 0) }
+end
 if redis.call('ZSCORE', KEYS[4], id) then return { 'dead', attempt() } end
 if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[12], id) then
   return { 'delayed', attempt() }

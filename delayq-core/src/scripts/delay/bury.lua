@@ -1,0 +1,13 @@
+-- bury.lua: a claimed message whose envelope the client could not read goes to the dead
+-- letters untouched (its reason is the client's log line: the envelope cannot be rewritten).
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] id   ARGV[4] delivery token
+-- Returns 1 when it was buried, 0 when that delivery no longer owned it.
+local id = ARGV[3]
+if not owned_raw(id, ARGV[4]) then return 0 end
+local now = now_ms()
+redis.call('ZREM', KEYS[2], id)
+claim_ended(id)
+redis.call('ZADD', KEYS[4], now, id)
+count('dead', 1, now)
+return 1

@@ -1,0 +1,234 @@
+//! Redis work per message: the instructions redis-server executes to deliver and acknowledge
+//! one message, counted by valgrind's callgrind (a count a busy machine does not change,
+//! unlike seconds), for delayq's drain and for a minimal Lua delay queue doing the least a
+//! delay queue can, on the same server and the same messages.
+//!
+//!     cargo bench --bench work                  # c50 and c200, 20,000 messages each
+//!     cargo bench --bench work -- --messages 50000
+//!
+//! Needs valgrind (Debian: `apt-get install -y valgrind`). Redis runs some 50× slower under
+//! callgrind, so a drain here claims in larger batches than on a plain server: the report gives
+//! delayq's messages per script call beside the count.
+//!
+//! The minimal queue (`MINIMAL_CLAIM`, `MINIMAL_ACK`): due ids in a sorted set, envelopes in a
+//! hash, an in-flight sorted set scored by deadline. A claim is ZRANGEBYSCORE + ZREM + ZADD
+//! (+ HMGET of the envelopes it delivers), an ack ZREM + HDEL. It keeps `concurrency` messages
+//! in flight and claims and acks in batches of a fixed size: 13 at c50 and 50 at c200, what
+//! the issue that set the bound measured delayq doing on a plain server.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use delayq_dev::{payload, CallgrindRedis, Payload};
+use delayq_runtime::{delay_listener, Message, Producer, Runtime};
+
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+
+#[delay_listener(topic = "work.c50", concurrency = 50)]
+async fn work_c50(msg: Message<Payload>) {
+    std::hint::black_box(msg.payload().order_id);
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+#[delay_listener(topic = "work.c200", concurrency = 200)]
+async fn work_c200(msg: Message<Payload>) {
+    std::hint::black_box(msg.payload().order_id);
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// KEYS: delayed, inflight, msg. ARGV: now ms, deadline ms, count. Returns the envelopes.
+const MINIMAL_CLAIM: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+if #ids == 0 then return {} end
+redis.call('ZREM', KEYS[1], unpack(ids))
+local scored = {}
+for i, id in ipairs(ids) do
+  scored[2 * i - 1] = ARGV[2]
+  scored[2 * i] = id
+end
+redis.call('ZADD', KEYS[2], unpack(scored))
+local envelopes = redis.call('HMGET', KEYS[3], unpack(ids))
+local out = {}
+for i, id in ipairs(ids) do
+  out[2 * i - 1] = id
+  out[2 * i] = envelopes[i]
+end
+return out
+";
+
+/// KEYS: inflight, msg. ARGV: ids.
+const MINIMAL_ACK: &str = r"
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV))
+return #ARGV
+";
+
+/// `INFO commandstats`' EVALSHA calls and µs.
+fn script_calls(conn: &mut redis::Connection) -> (f64, f64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap_or("");
+    let field = |name: &str| -> f64 {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    (field("calls="), field("usec="))
+}
+
+struct Row {
+    instructions_per_msg: f64,
+    msgs_per_call: f64,
+}
+
+/// Where a case's callgrind dump is kept: `callgrind_annotate bench-results/<case>.callgrind`
+/// says where the instructions went.
+fn dump_path(case: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("bench-results/{case}.callgrind"))
+}
+
+/// delayq's drain of `n` due messages by one runtime at the topic's concurrency.
+async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut server.connection())
+        .expect("FLUSHALL");
+    let producer = Producer::connect(&server.url()).await.expect("connect");
+    let mut sent = 0;
+    while sent < n {
+        let take = (n - sent).min(5_000);
+        let items: Vec<_> = (sent..sent + take)
+            .map(|i| (payload(i), Duration::ZERO))
+            .collect();
+        producer.send_batch(topic, items).await.expect("send");
+        sent += take;
+    }
+    HANDLED.store(0, Ordering::SeqCst);
+    server.zero();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics([topic])
+        .spawn()
+        .await
+        .expect("spawn the runtime");
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while HANDLED.load(Ordering::SeqCst) < n {
+        assert!(Instant::now() < deadline, "the drain took over 30 minutes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The last acks land after the last handler starts: wait until nothing is in flight.
+    let inflight = format!("delayq:{{{topic}}}:inflight");
+    let mut conn = server.connection();
+    while redis::cmd("ZCARD")
+        .arg(&inflight)
+        .query::<u64>(&mut conn)
+        .expect("ZCARD")
+        > 0
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let instructions = server.instructions(&dump_path(topic));
+    let (calls, _) = script_calls(&mut conn);
+    rt.shutdown().await.expect("shutdown");
+    Row {
+        instructions_per_msg: instructions as f64 / n as f64,
+        msgs_per_call: n as f64 / calls,
+    }
+}
+
+/// The minimal queue's drain of `n` due messages, `concurrency` in flight, in batches.
+fn minimal_drain(server: &mut CallgrindRedis, n: u64, concurrency: usize, batch: usize) -> Row {
+    let mut conn = server.connection();
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut conn)
+        .expect("FLUSHALL");
+    // Envelopes of delayq's size: its header before the same JSON payload.
+    for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
+        let mut pipe = redis::pipe();
+        for &i in chunk {
+            let id = format!("01KMINIMAL{i:016}");
+            let body = serde_json::to_string(&payload(i)).unwrap();
+            let envelope = format!("1 0 0 0 1764194400000 1764194400000 0 0\n{body}");
+            pipe.cmd("HSET")
+                .arg("m:msg")
+                .arg(&id)
+                .arg(envelope)
+                .ignore();
+            pipe.cmd("ZADD").arg("m:delayed").arg(1).arg(&id).ignore();
+        }
+        pipe.query::<()>(&mut conn).expect("fill");
+    }
+    let claim = redis::Script::new(MINIMAL_CLAIM);
+    let ack = redis::Script::new(MINIMAL_ACK);
+    server.zero();
+    let mut in_flight: std::collections::VecDeque<String> = Default::default();
+    let (mut done, mut calls) = (0u64, 0u64);
+    while done < n {
+        if in_flight.len() + batch <= concurrency {
+            let got: Vec<String> = claim
+                .key("m:delayed")
+                .key("m:inflight")
+                .key("m:msg")
+                .arg(2)
+                .arg(30_002)
+                .arg(batch)
+                .invoke(&mut conn)
+                .expect("claim");
+            calls += 1;
+            if !got.is_empty() {
+                in_flight.extend(got.chunks(2).map(|p| p[0].clone()));
+                continue;
+            }
+        }
+        let take = batch.min(in_flight.len());
+        let ids: Vec<String> = in_flight.drain(..take).collect();
+        let _: u64 = ack
+            .key("m:inflight")
+            .key("m:msg")
+            .arg(&ids)
+            .invoke(&mut conn)
+            .expect("ack");
+        calls += 1;
+        done += take as u64;
+    }
+    let instructions = server.instructions(&dump_path(&format!("minimal.c{concurrency}")));
+    Row {
+        instructions_per_msg: instructions as f64 / n as f64,
+        msgs_per_call: n as f64 / calls as f64,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: u64 = args
+        .iter()
+        .position(|a| a == "--messages")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut server = CallgrindRedis::start();
+    println!("Redis work per message (callgrind instructions of redis-server), {n} messages due\n");
+    println!(
+        "{:<6} {:>16} {:>10} {:>16} {:>10} {:>7}",
+        "", "delayq instr/msg", "msgs/call", "minimal instr/msg", "msgs/call", "ratio"
+    );
+    for (topic, concurrency, batch) in [("work.c50", 50, 13), ("work.c200", 200, 50)] {
+        let ours = delayq_drain(&mut server, topic, n).await;
+        let minimal = minimal_drain(&mut server, n, concurrency, batch);
+        println!(
+            "c{:<5} {:>16.0} {:>10.1} {:>17.0} {:>10.1} {:>6.2}×",
+            concurrency,
+            ours.instructions_per_msg,
+            ours.msgs_per_call,
+            minimal.instructions_per_msg,
+            minimal.msgs_per_call,
+            ours.instructions_per_msg / minimal.instructions_per_msg
+        );
+    }
+}
