@@ -178,7 +178,40 @@ fn check(server: &RedisServer, model: &Model, round: usize) {
     let k = keys("r");
     let mut c = server.connection();
     let delayed = members(&mut c, &k.delayed);
-    let inflight = members(&mut c, &k.inflight);
+    let mut inflight = members(&mut c, &k.inflight);
+    // The one member at +inf that keeps the set a skiplist, named with a newline: no id.
+    let skiplist: Vec<String> = inflight
+        .iter()
+        .filter(|m| m.contains('\n'))
+        .cloned()
+        .collect();
+    assert!(skiplist.len() <= 1, "round {round}: {skiplist:?}");
+    for m in &skiplist {
+        let score: f64 = redis::cmd("ZSCORE")
+            .arg(&k.inflight)
+            .arg(m)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            score,
+            f64::INFINITY,
+            "round {round}: the set's skiplist member"
+        );
+        inflight.remove(m);
+    }
+    assert!(
+        inflight.is_empty() || !skiplist.is_empty(),
+        "round {round}: claims in flight without the member that keeps the set a skiplist"
+    );
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&k.inflight)
+        .query(&mut c)
+        .unwrap_or_default();
+    assert!(
+        inflight.is_empty() || encoding == "skiplist",
+        "round {round}: in-flight set in {encoding}"
+    );
     let dead = members(&mut c, &k.dead);
     let mut envelopes: HashMap<String, Vec<u8>> =
         redis::cmd("HGETALL").arg(&k.msg).query(&mut c).unwrap();

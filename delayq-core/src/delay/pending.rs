@@ -61,7 +61,8 @@ impl Producer {
         let mut pipe = redis::pipe();
         pipe.zcard(&keys.delayed)
             .hget(&keys.farinfo, "count")
-            .zcard(&keys.inflight)
+            // Below +inf: the set's one member at +inf is no claim (see prelude.lua).
+            .zcount(&keys.inflight, "-inf", "(+inf")
             .zcard(&keys.dead)
             .zcard(&keys.ready);
         let pipe = &pipe;

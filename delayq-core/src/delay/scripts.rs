@@ -6,7 +6,6 @@ use redis::{Script, ScriptInvocation};
 use super::buckets::{Buckets, NONE};
 use super::flow::Flow;
 use super::keys::TopicKeys;
-use super::queue::Receipt;
 use crate::id::MessageId;
 use crate::script::scripts;
 
@@ -185,7 +184,10 @@ pub(crate) fn claim_due(
 }
 
 /// `n`, the `(id, token)` pairs, then `(id, window)` of those sent with `dedup_for`.
-pub(crate) fn ack(k: &TopicKeys, deliveries: &[Receipt]) -> ScriptInvocation<'static> {
+pub(crate) fn ack(
+    k: &TopicKeys,
+    deliveries: &[(MessageId, u64, u64)],
+) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.ack, k, &NONE);
     inv.arg(deliveries.len());
     for (id, token, _) in deliveries {

@@ -94,11 +94,13 @@ impl Producer {
         let mut pipe = redis::pipe();
         pipe.zcard(&keys.delayed)
             .hmget(&keys.farinfo, &["count", "dead_dropped", "rate"])
-            .zcard(&keys.inflight)
+            // Claims are scored below +inf: the set keeps one member more at +inf, so that
+            // Redis holds it as a skiplist (see prelude.lua).
+            .zcount(&keys.inflight, "-inf", "(+inf")
             .zcard(&keys.dead)
             .zrange_withscores(&keys.delayed, 0, 0)
             .zrange_withscores(&keys.far, 0, 0)
-            .zrange_withscores(&keys.inflight, 0, 0)
+            .zrangebyscore_limit_withscores(&keys.inflight, "-inf", "(+inf", 0, 1)
             .hgetall(&keys.stats)
             .cmd("TIME")
             .exists(&keys.paused)

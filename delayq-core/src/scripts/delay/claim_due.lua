@@ -239,7 +239,7 @@ if interval and #ids > 0 then
 end
 local out = { now_micros, -1, -1, 0, 0 }
 if #ids > 0 then
-  local inflight_was_empty = redis.call('ZCARD', KEYS[2]) == 0
+  local inflight_was_empty = inflight_count() == 0
   -- Numbers go to Redis as strings made once (Redis would format each with %.17g).
   local deadline = string.format('%d', now + tonumber(ARGV[4]))
   -- ZRANGEBYSCORE from -inf (or ZRANGE from 0) returned ranks 0 .. #ids-1: remove exactly
@@ -277,6 +277,11 @@ if #ids > 0 then
     end
   end
   if #scores > 0 then
+    -- Into an empty set, with SKIPLIST (see prelude.lua).
+    if inflight_was_empty then
+      scores[#scores + 1] = '+inf'
+      scores[#scores + 1] = SKIPLIST
+    end
     redis.call('ZADD', KEYS[2], unpack(scores))
     redis.call('HSET', KEYS[3], unpack(tokens))
   end

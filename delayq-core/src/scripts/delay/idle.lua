@@ -5,4 +5,4 @@ local now = now_ms()
 local due = redis.call('ZCOUNT', KEYS[1], '-inf', now) + redis.call('ZCARD', KEYS[12])
 local first = redis.call('ZRANGE', KEYS[7], 0, 0)
 if first[1] and promote_at(tonumber(first[1])) <= now then due = due + 1 end
-return { due, redis.call('ZCARD', KEYS[2]) }
+return { due, inflight_count() }

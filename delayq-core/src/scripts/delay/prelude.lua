@@ -125,6 +125,23 @@ local function bump(raw, token)
   return string.format('1 %d %d ', a + 1, token) .. rest .. string.sub(raw, body)
 end
 
+-- The in-flight set keeps one member more than its claims, once a claim was made into it:
+-- SKIPLIST, scored +inf, and named longer than 64 bytes, so that Redis holds the set as a
+-- skiplist for good (up to 128 short members it would be a listpack, where each claim and ack
+-- scans the whole set: some 20,000 instructions a message), and the set does not empty
+-- between claims. Its name holds a newline: no message id is like it. So claims are counted
+-- below +inf (`inflight_count`), and no deadline is +inf.
+local SKIPLIST = '\nkeeps the in-flight set a skiplist; no message id has a newline (prelude.lua)'
+local function inflight_count()
+  return redis.call('ZCOUNT', KEYS[2], '-inf', '(+inf')
+end
+-- The earliest claim deadline, or -1 when nothing is in flight.
+local function next_deadline()
+  local head = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if head[2] then return tonumber(head[2]) end
+  return -1
+end
+
 -- A claim's token. A claim leaves the envelope as it is (its attempt counts when the claim
 -- ends, see `claim_ended`) and keeps its fence token beside it, in `msg` under the id followed
 -- by a newline (`token_field`; an id has no control character, so no id is such a field). The
@@ -150,13 +167,21 @@ local function owned_raw(id, token)
   return nil
 end
 
--- The same, decoded, for scripts that rewrite the envelope, with this claim's attempt counted
--- (as a claim of an earlier build left it). A script that ends the claim calls `claim_ended`.
+-- The envelope `m` of a claim that kept `token` beside it, as a claim of an earlier build left
+-- it: this claim's attempt counted and its token in the header (the last claim's token tells
+-- a message handed back from one never claimed).
+local function as_claimed(m, token)
+  m.attempt = m.attempt + 1
+  m.token = tonumber(token)
+end
+
+-- The same, decoded, for scripts that rewrite the envelope, as its claim left it (see
+-- `as_claimed`). A script that ends the claim calls `claim_ended`.
 local function owned(id, token)
   local raw, beside = owned_raw(id, token)
   if not raw then return nil end
   local m = decode(raw)
-  if m and beside then m.attempt = m.attempt + 1 end
+  if m and beside then as_claimed(m, token) end
   return m
 end
 

@@ -18,7 +18,7 @@ for _, id in ipairs(ids) do
   -- The claim that ran out counts its attempt (see `owned`).
   if got[2] then
     claim_ended(id)
-    if m then m.attempt = m.attempt + 1 end
+    if m then as_claimed(m, got[2]) end
   end
   if m then
     local max = attempts_allowed(m, ARGV[4])
@@ -48,4 +48,4 @@ if KEYS[16] then
   history_merge(KEYS[15], KEYS[16], math.floor(now / 60000), none,
     topic_backlog(KEYS[1], KEYS[12], KEYS[2], KEYS[9], now))
 end
-return { requeued, dead, head_score(KEYS[2]), now, dropped }
+return { requeued, dead, next_deadline(), now, dropped }

@@ -35,7 +35,8 @@ local function topic_backlog(delayed, ready, inflight, farinfo, now)
   return {
     redis.call('ZCARD', delayed) + r + far,
     redis.call('ZCOUNT', delayed, '-inf', string.format('%d', now)) + r,
-    redis.call('ZCARD', inflight),
+    -- Below +inf: the set's SKIPLIST member is no claim (see delay/prelude.lua).
+    redis.call('ZCOUNT', inflight, '-inf', '(+inf'),
   }
 end
 
