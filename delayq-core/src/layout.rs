@@ -10,7 +10,20 @@ use crate::error::{Error, Result};
 use crate::producer::Producer;
 
 /// The layout this build reads and writes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
+
+/// The layout this build upgrades in place: a producer or runtime of this build marks a
+/// namespace of layout 2 with 3, which it reads as it is. Layout 3 keeps a claim's fence token
+/// beside its envelope instead of in it (see `token_field` in prelude.lua): a process of an
+/// earlier build would fence claims by the envelope alone, so once the mark is 3 it refuses to
+/// start there. Its processes still running must stop before this build's start (no rolling
+/// upgrade across this change: the guide's chapter *Deployments*).
+const UPGRADES_FROM: u32 = 2;
+
+/// Whether this build reads a namespace that holds `held`.
+fn readable(held: &str) -> bool {
+    held == LAYOUT_VERSION.to_string() || held == UPGRADES_FROM.to_string()
+}
 
 static LAYOUT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/layout.lua")));
 
@@ -40,7 +53,7 @@ impl Producer {
         self.layout_checked
             .get_or_try_init(|| async {
                 let mut inv = LAYOUT.key(layout_key(self.namespace()));
-                inv.arg(LAYOUT_VERSION);
+                inv.arg(LAYOUT_VERSION).arg(UPGRADES_FROM);
                 let held: String = self.conn.run_script(inv).await?;
                 if held == LAYOUT_VERSION.to_string() {
                     Ok(())
@@ -67,7 +80,7 @@ impl Producer {
             .run(|mut c| async move { redis::cmd("GET").arg(key).query_async(&mut c).await })
             .await?;
         match held {
-            Some(held) if held != LAYOUT_VERSION.to_string() => Err(mismatch(self, held)),
+            Some(held) if !readable(&held) => Err(mismatch(self, held)),
             _ => Ok(()),
         }
     }

@@ -149,6 +149,15 @@ fn script_stats(redis: &TestRedis) -> (f64, f64) {
     (calls, usec)
 }
 
+/// CPU time (user + system, every thread) this process has used, µs.
+fn process_cpu_us() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
 impl Bench {
     fn flush(&self) {
         for server in self.redis.data_nodes() {
@@ -260,8 +269,10 @@ impl Bench {
         }
         self.send_spread(topic, 50_000, 0, 10_000).await;
         self.redis.reset_stats();
+        let cpu_before = process_cpu_us();
         let rt = self.runtime(&[topic]).await;
         self.wait_handled(50_000, Duration::from_secs(300)).await;
+        let client_cpu_us = process_cpu_us() - cpu_before;
         let starts = std::mem::take(&mut *STARTS.lock().unwrap());
         let (script_calls, script_usec) = script_stats(&self.redis);
         rt.shutdown().await.expect("shutdown");
@@ -274,6 +285,8 @@ impl Bench {
         m.insert("script_calls_per_msg".into(), script_calls / 50_000.0);
         m.insert("redis_usec_per_msg".into(), script_usec / 50_000.0);
         m.insert("redis_busy_share".into(), script_usec / 1e6 / wall);
+        // The client's side: CPU (user + system, all threads) of this process per message.
+        m.insert("client_cpu_us_per_msg".into(), client_cpu_us / 50_000.0);
         m
     }
 

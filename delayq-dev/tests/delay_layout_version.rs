@@ -93,3 +93,38 @@ async fn delay_a_new_namespace_is_marked_and_another_layout_is_refused() {
         .unwrap();
     rt.shutdown().await.unwrap();
 }
+
+/// Layout 3 keeps a claim's fence token beside its envelope; an earlier build fences by the
+/// envelope alone, so it must not run beside this one. This build reads a namespace of layout 2
+/// as it is and marks it 3 (the CLI, which only looks, leaves the mark); an earlier build's
+/// check (`layout.lua` of layout 2: it marks a new namespace, else reads) then sees 3.
+#[tokio::test]
+async fn a_namespace_of_layout_2_is_upgraded_and_an_earlier_build_is_refused() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("SET")
+        .arg("delayq:layout")
+        .arg("2")
+        .query(&mut server.connection())
+        .unwrap();
+    let p = producer(&server).await;
+    p.check_layout_read_only().await.unwrap();
+    assert_eq!(
+        layout(&server, "delayq").as_deref(),
+        Some("2"),
+        "a look writes nothing"
+    );
+    p.send("layout.jobs", &1u32, Duration::ZERO).await.unwrap();
+    assert_eq!(layout(&server, "delayq"), Some(LAYOUT_VERSION.to_string()));
+    assert_eq!(LAYOUT_VERSION, 3);
+    // What an earlier build's check runs, and what it compares with.
+    let earlier = redis::Script::new(
+        "local held = redis.call('GET', KEYS[1]) \
+         if not held then redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1] end return held",
+    );
+    let held: String = earlier
+        .key("delayq:layout")
+        .arg(2)
+        .invoke(&mut server.connection())
+        .unwrap();
+    assert_ne!(held, "2", "an earlier build would run beside this one");
+}

@@ -46,10 +46,15 @@ impl Envelope {
         if !(8..=12).contains(&fields.len()) || fields[0] != "1" {
             return Err(format!("unknown header {header:?}"));
         }
+        // Digits only, as the scripts read a header (`decode` in prelude.lua): what they cannot
+        // read must not be delivered (its delivery could not settle it).
         let num = |i: usize| -> Result<u64, String> {
-            fields[i]
-                .parse::<u64>()
-                .map_err(|_| format!("header field {i} is not a number in {header:?}"))
+            let f = fields[i];
+            f.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| f.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| format!("header field {i} is not a number in {header:?}"))
         };
         let (err_len, reason_len) = (num(6)? as usize, num(7)? as usize);
         let trace_len = if fields.len() >= 9 {
@@ -76,7 +81,8 @@ impl Envelope {
         let trace_end = err_len + reason_len + trace_len;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         Ok(Envelope {
-            attempt: num(1)? as u32,
+            attempt: u32::try_from(num(1)?)
+                .map_err(|_| format!("attempt over 2^32 in {header:?}"))?,
             token: num(2)?,
             max_attempts: num(3)? as u32,
             enqueued_ms: num(4)?,

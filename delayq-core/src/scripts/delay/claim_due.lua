@@ -34,7 +34,7 @@
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
-if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0 } end
+if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0 } end
 local now = math.floor(now_micros / 1000)
 promote(now)
 local limit = tonumber(ARGV[3])
