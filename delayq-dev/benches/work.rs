@@ -121,13 +121,16 @@ async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
         assert!(Instant::now() < deadline, "the drain took over 30 minutes");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The last acks land after the last handler starts: wait until nothing is in flight.
+    // The last acks land after the last handler starts: wait until nothing is in flight
+    // (claims are scored below +inf: the set keeps one member at +inf, see prelude.lua).
     let inflight = format!("delayq:{{{topic}}}:inflight");
     let mut conn = server.connection();
-    while redis::cmd("ZCARD")
+    while redis::cmd("ZCOUNT")
         .arg(&inflight)
+        .arg("-inf")
+        .arg("(+inf")
         .query::<u64>(&mut conn)
-        .expect("ZCARD")
+        .expect("ZCOUNT")
         > 0
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
