@@ -12,7 +12,8 @@
 //!
 //! The minimal queue (`MINIMAL_CLAIM`, `MINIMAL_ACK`): due ids in a sorted set, envelopes in a
 //! hash, an in-flight sorted set scored by deadline. A claim is ZRANGEBYSCORE + ZREM + ZADD
-//! (+ HMGET of the envelopes it delivers), an ack ZREM + HDEL. It keeps `concurrency` messages
+//! (+ HMGET of the envelopes it delivers; the last column drops it: ids only, as the issue's
+//! reference), an ack ZREM + HDEL. It keeps `concurrency` messages
 //! in flight and claims and acks in batches of a fixed size: 13 at c50 and 50 at c200, what
 //! the issue that set the bound measured delayq doing on a plain server.
 
@@ -52,6 +53,26 @@ local out = {}
 for i, id in ipairs(ids) do
   out[2 * i - 1] = id
   out[2 * i] = envelopes[i]
+end
+return out
+";
+
+/// The same claim without reading the envelopes (ids only): the issue's own reference, which
+/// delivers no payload.
+const MINIMAL_CLAIM_IDS: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+if #ids == 0 then return {} end
+redis.call('ZREM', KEYS[1], unpack(ids))
+local scored = {}
+for i, id in ipairs(ids) do
+  scored[2 * i - 1] = ARGV[2]
+  scored[2 * i] = id
+end
+redis.call('ZADD', KEYS[2], unpack(scored))
+local out = {}
+for i, id in ipairs(ids) do
+  out[2 * i - 1] = id
+  out[2 * i] = ''
 end
 return out
 ";
@@ -145,7 +166,12 @@ async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
 }
 
 /// The minimal queue's drain of `n` due messages, `concurrency` in flight, in batches.
-fn minimal_drain(server: &mut CallgrindRedis, n: u64, concurrency: usize, batch: usize) -> Row {
+fn minimal_drain(
+    server: &mut CallgrindRedis,
+    n: u64,
+    (concurrency, batch): (usize, usize),
+    payloads: bool,
+) -> Row {
     let mut conn = server.connection();
     redis::cmd("FLUSHALL")
         .query::<()>(&mut conn)
@@ -166,7 +192,11 @@ fn minimal_drain(server: &mut CallgrindRedis, n: u64, concurrency: usize, batch:
         }
         pipe.query::<()>(&mut conn).expect("fill");
     }
-    let claim = redis::Script::new(MINIMAL_CLAIM);
+    let claim = redis::Script::new(if payloads {
+        MINIMAL_CLAIM
+    } else {
+        MINIMAL_CLAIM_IDS
+    });
     let ack = redis::Script::new(MINIMAL_ACK);
     server.zero();
     let mut in_flight: std::collections::VecDeque<String> = Default::default();
@@ -199,7 +229,8 @@ fn minimal_drain(server: &mut CallgrindRedis, n: u64, concurrency: usize, batch:
         calls += 1;
         done += take as u64;
     }
-    let instructions = server.instructions(&dump_path(&format!("minimal.c{concurrency}")));
+    let case = if payloads { "minimal" } else { "minimal-ids" };
+    let instructions = server.instructions(&dump_path(&format!("{case}.c{concurrency}")));
     Row {
         instructions_per_msg: instructions as f64 / n as f64,
         msgs_per_call: n as f64 / calls as f64,
@@ -218,20 +249,30 @@ async fn main() {
     let mut server = CallgrindRedis::start();
     println!("Redis work per message (callgrind instructions of redis-server), {n} messages due\n");
     println!(
-        "{:<6} {:>16} {:>10} {:>16} {:>10} {:>7}",
-        "", "delayq instr/msg", "msgs/call", "minimal instr/msg", "msgs/call", "ratio"
+        "{:<6} {:>16} {:>10} {:>17} {:>10} {:>7} {:>17} {:>7}",
+        "",
+        "delayq instr/msg",
+        "msgs/call",
+        "minimal instr/msg",
+        "msgs/call",
+        "ratio",
+        "ids only instr/msg",
+        "ratio"
     );
     for (topic, concurrency, batch) in [("work.c50", 50, 13), ("work.c200", 200, 50)] {
         let ours = delayq_drain(&mut server, topic, n).await;
-        let minimal = minimal_drain(&mut server, n, concurrency, batch);
+        let minimal = minimal_drain(&mut server, n, (concurrency, batch), true);
+        let ids_only = minimal_drain(&mut server, n, (concurrency, batch), false);
         println!(
-            "c{:<5} {:>16.0} {:>10.1} {:>17.0} {:>10.1} {:>6.2}×",
+            "c{:<5} {:>16.0} {:>10.1} {:>17.0} {:>10.1} {:>6.2}× {:>17.0} {:>6.2}×",
             concurrency,
             ours.instructions_per_msg,
             ours.msgs_per_call,
             minimal.instructions_per_msg,
             minimal.msgs_per_call,
-            ours.instructions_per_msg / minimal.instructions_per_msg
+            ours.instructions_per_msg / minimal.instructions_per_msg,
+            ids_only.instructions_per_msg,
+            ours.instructions_per_msg / ids_only.instructions_per_msg
         );
     }
 }
