@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{payload, CallgrindRedis, Payload};
+use delayq_dev::{parse_command_calls, payload, CallgrindRedis, Payload};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime};
 
 static HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -84,23 +84,16 @@ redis.call('HDEL', KEYS[2], unpack(ARGV))
 return #ARGV
 ";
 
-/// `INFO commandstats`' EVALSHA calls and µs.
-fn script_calls(conn: &mut redis::Connection) -> (f64, f64) {
+/// `INFO commandstats`' EVALSHA calls.
+fn script_calls(conn: &mut redis::Connection) -> f64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(conn)
         .expect("INFO commandstats");
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .unwrap_or("");
-    let field = |name: &str| -> f64 {
-        line.split([':', ','])
-            .find_map(|kv| kv.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
-    (field("calls="), field("usec="))
+    parse_command_calls(&info)
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0) as f64
 }
 
 struct Row {
@@ -157,7 +150,7 @@ async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let instructions = server.instructions(&dump_path(topic));
-    let (calls, _) = script_calls(&mut conn);
+    let calls = script_calls(&mut conn);
     rt.shutdown().await.expect("shutdown");
     Row {
         instructions_per_msg: instructions as f64 / n as f64,
