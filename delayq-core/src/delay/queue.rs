@@ -85,12 +85,14 @@ pub struct RequeueReport {
 #[derive(Clone)]
 pub struct TopicQueue {
     pub(super) conn: RedisConn,
-    pub(super) keys: TopicKeys,
+    /// Shared by the clones, as the flow: the runtime clones the queue for every delivery, and
+    /// a copy of the keys was some twenty allocations a message.
+    pub(super) keys: Arc<TopicKeys>,
     /// The first far bucket the last claim saw (-1: none), declared on the next claim so that
     /// it can promote it (see "Declared buckets" in far.lua); shared by the clones.
     far_head: Arc<AtomicI64>,
     /// The topic's rate limit and dead-letter bounds, which its scripts enforce.
-    pub(super) flow: Flow,
+    pub(super) flow: Arc<Flow>,
     /// Dead letters the calls dropped past the bounds, not yet taken (see
     /// [`take_dead_dropped`](TopicQueue::take_dead_dropped)); shared by the clones.
     pub(super) dead_dropped: Arc<AtomicU64>,
@@ -129,9 +131,9 @@ impl TopicQueue {
     pub fn new(conn: RedisConn, keys: TopicKeys) -> Self {
         Self {
             conn,
-            keys,
+            keys: Arc::new(keys),
             far_head: Arc::new(AtomicI64::new(-1)),
-            flow: Flow::default(),
+            flow: Arc::default(),
             dead_dropped: Arc::default(),
         }
     }
@@ -139,7 +141,7 @@ impl TopicQueue {
     /// The same queue, claiming within `flow`'s rate limit and keeping dead letters within
     /// its bounds (the default: no limit; 10,000 dead letters for 30 days).
     pub fn with_flow(mut self, flow: Flow) -> Self {
-        self.flow = flow;
+        self.flow = Arc::new(flow);
         self
     }
 
