@@ -5,6 +5,7 @@
 //!
 //!     cargo bench --bench work                  # c50 and c200, 20,000 messages each
 //!     cargo bench --bench work -- --messages 50000
+//!     cargo bench --bench work -- --plain       # µs Redis spends, on a plain redis-server
 //!
 //! Needs valgrind (Debian: `apt-get install -y valgrind`). Redis runs some 50× slower under
 //! callgrind, so a drain here claims in larger batches than on a plain server: the report gives
@@ -20,7 +21,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{parse_command_calls, payload, CallgrindRedis, Payload};
+use delayq_dev::{parse_command_calls, payload, CallgrindRedis, Payload, RedisServer};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime};
 
 static HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -96,8 +97,61 @@ fn script_calls(conn: &mut redis::Connection) -> f64 {
         .unwrap_or(0) as f64
 }
 
+/// The server measured: under callgrind (instructions), or plain with `--plain` (the µs Redis
+/// spent in the script calls, `INFO commandstats`, on this machine as it is).
+enum Target {
+    Callgrind(CallgrindRedis),
+    Plain(RedisServer),
+}
+
+impl Target {
+    fn url(&self) -> String {
+        match self {
+            Target::Callgrind(s) => s.url(),
+            Target::Plain(s) => s.url(),
+        }
+    }
+
+    fn connection(&self) -> redis::Connection {
+        match self {
+            Target::Callgrind(s) => s.connection(),
+            Target::Plain(s) => s.connection(),
+        }
+    }
+
+    /// Starts counting (and resets `INFO commandstats`).
+    fn zero(&self) {
+        match self {
+            Target::Callgrind(s) => s.zero(),
+            Target::Plain(s) => redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query::<()>(&mut s.connection())
+                .expect("CONFIG RESETSTAT"),
+        }
+    }
+
+    /// The work since `zero`: instructions, or the script calls' µs.
+    fn measure(&mut self, case: &str) -> f64 {
+        match self {
+            Target::Callgrind(s) => s.instructions(&dump_path(case)) as f64,
+            Target::Plain(s) => {
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query(&mut s.connection())
+                    .expect("INFO commandstats");
+                info.lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+                    .and_then(|l| l.split(',').find_map(|kv| kv.strip_prefix("usec=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0)
+            }
+        }
+    }
+}
+
 struct Row {
-    instructions_per_msg: f64,
+    /// Instructions (callgrind) or µs (plain) per message.
+    work_per_msg: f64,
     msgs_per_call: f64,
 }
 
@@ -108,7 +162,7 @@ fn dump_path(case: &str) -> std::path::PathBuf {
 }
 
 /// delayq's drain of `n` due messages by one runtime at the topic's concurrency.
-async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
+async fn delayq_drain(server: &mut Target, topic: &str, n: u64) -> Row {
     redis::cmd("FLUSHALL")
         .query::<()>(&mut server.connection())
         .expect("FLUSHALL");
@@ -149,18 +203,18 @@ async fn delayq_drain(server: &mut CallgrindRedis, topic: &str, n: u64) -> Row {
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let instructions = server.instructions(&dump_path(topic));
+    let work = server.measure(topic);
     let calls = script_calls(&mut conn);
     rt.shutdown().await.expect("shutdown");
     Row {
-        instructions_per_msg: instructions as f64 / n as f64,
+        work_per_msg: work / n as f64,
         msgs_per_call: n as f64 / calls,
     }
 }
 
 /// The minimal queue's drain of `n` due messages, `concurrency` in flight, in batches.
 fn minimal_drain(
-    server: &mut CallgrindRedis,
+    server: &mut Target,
     n: u64,
     (concurrency, batch): (usize, usize),
     payloads: bool,
@@ -223,9 +277,9 @@ fn minimal_drain(
         done += take as u64;
     }
     let case = if payloads { "minimal" } else { "minimal-ids" };
-    let instructions = server.instructions(&dump_path(&format!("{case}.c{concurrency}")));
+    let work = server.measure(&format!("{case}.c{concurrency}"));
     Row {
-        instructions_per_msg: instructions as f64 / n as f64,
+        work_per_msg: work / n as f64,
         msgs_per_call: n as f64 / calls as f64,
     }
 }
@@ -239,17 +293,28 @@ async fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let mut server = CallgrindRedis::start();
-    println!("Redis work per message (callgrind instructions of redis-server), {n} messages due\n");
+    let (mut server, unit) = if args.iter().any(|a| a == "--plain") {
+        (Target::Plain(RedisServer::start()), "µs")
+    } else {
+        (Target::Callgrind(CallgrindRedis::start()), "instr")
+    };
     println!(
-        "{:<6} {:>16} {:>10} {:>17} {:>10} {:>7} {:>17} {:>7}",
+        "Redis work per message ({}), {n} messages due\n",
+        if unit == "µs" {
+            "µs Redis spent in the script calls, INFO commandstats"
+        } else {
+            "callgrind instructions of redis-server"
+        }
+    );
+    println!(
+        "{:<6} {:>16} {:>10} {:>17} {:>10} {:>7} {:>18} {:>7}",
         "",
-        "delayq instr/msg",
+        format!("delayq {unit}/msg"),
         "msgs/call",
-        "minimal instr/msg",
+        format!("minimal {unit}/msg"),
         "msgs/call",
         "ratio",
-        "ids only instr/msg",
+        format!("ids only {unit}/msg"),
         "ratio"
     );
     for (topic, concurrency, batch) in [("work.c50", 50, 13), ("work.c200", 200, 50)] {
@@ -257,15 +322,15 @@ async fn main() {
         let minimal = minimal_drain(&mut server, n, (concurrency, batch), true);
         let ids_only = minimal_drain(&mut server, n, (concurrency, batch), false);
         println!(
-            "c{:<5} {:>16.0} {:>10.1} {:>17.0} {:>10.1} {:>6.2}× {:>17.0} {:>6.2}×",
+            "c{:<5} {:>16.2} {:>10.1} {:>17.2} {:>10.1} {:>6.2}× {:>18.2} {:>6.2}×",
             concurrency,
-            ours.instructions_per_msg,
+            ours.work_per_msg,
             ours.msgs_per_call,
-            minimal.instructions_per_msg,
+            minimal.work_per_msg,
             minimal.msgs_per_call,
-            ours.instructions_per_msg / minimal.instructions_per_msg,
-            ids_only.instructions_per_msg,
-            ours.instructions_per_msg / ids_only.instructions_per_msg
+            ours.work_per_msg / minimal.work_per_msg,
+            ids_only.work_per_msg,
+            ours.work_per_msg / ids_only.work_per_msg
         );
     }
 }
