@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::{payload, Payload, TestRedis};
+use delayq_dev::{command_stats, payload, Payload, TestRedis};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
 
 /// Handler starts: (lateness in µs against the due time, when).
@@ -133,18 +133,9 @@ fn script_stats(redis: &TestRedis) -> (f64, f64) {
             .arg("commandstats")
             .query(&mut server.connection())
             .expect("INFO commandstats");
-        let line = info
-            .lines()
-            .find(|l| l.starts_with("cmdstat_evalsha:"))
-            .unwrap_or("");
-        let field = |name: &str| -> f64 {
-            line.split([':', ','])
-                .find_map(|kv| kv.strip_prefix(name))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0)
-        };
-        calls += field("calls=");
-        usec += field("usec=");
+        let (c, u) = command_stats(&info, "evalsha");
+        calls += c;
+        usec += u;
     }
     (calls, usec)
 }

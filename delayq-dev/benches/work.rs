@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{parse_command_calls, payload, CallgrindRedis, Payload, RedisServer};
+use delayq_dev::{command_stats, payload, CallgrindRedis, Payload, RedisServer};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime};
 
 static HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -38,8 +38,11 @@ async fn work_c200(msg: Message<Payload>) {
     HANDLED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// KEYS: delayed, inflight, msg. ARGV: now ms, deadline ms, count. Returns the envelopes.
-const MINIMAL_CLAIM: &str = r"
+/// The minimal claim's move: due ids to the in-flight set with their deadline.
+/// KEYS: delayed, inflight, msg. ARGV: now ms, deadline ms, count.
+macro_rules! minimal_move {
+    () => {
+        r"
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
 if #ids == 0 then return {} end
 redis.call('ZREM', KEYS[1], unpack(ids))
@@ -49,34 +52,35 @@ for i, id in ipairs(ids) do
   scored[2 * i] = id
 end
 redis.call('ZADD', KEYS[2], unpack(scored))
-local envelopes = redis.call('HMGET', KEYS[3], unpack(ids))
+"
+    };
+}
+
+/// The minimal claim: the move, then the envelopes it delivers.
+const MINIMAL_CLAIM: &str = concat!(
+    minimal_move!(),
+    r"local envelopes = redis.call('HMGET', KEYS[3], unpack(ids))
 local out = {}
 for i, id in ipairs(ids) do
   out[2 * i - 1] = id
   out[2 * i] = envelopes[i]
 end
 return out
-";
+"
+);
 
 /// The same claim without reading the envelopes (ids only): the issue's own reference, which
 /// delivers no payload.
-const MINIMAL_CLAIM_IDS: &str = r"
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
-if #ids == 0 then return {} end
-redis.call('ZREM', KEYS[1], unpack(ids))
-local scored = {}
-for i, id in ipairs(ids) do
-  scored[2 * i - 1] = ARGV[2]
-  scored[2 * i] = id
-end
-redis.call('ZADD', KEYS[2], unpack(scored))
-local out = {}
+const MINIMAL_CLAIM_IDS: &str = concat!(
+    minimal_move!(),
+    r"local out = {}
 for i, id in ipairs(ids) do
   out[2 * i - 1] = id
   out[2 * i] = ''
 end
 return out
-";
+"
+);
 
 /// KEYS: inflight, msg. ARGV: ids.
 const MINIMAL_ACK: &str = r"
@@ -85,16 +89,13 @@ redis.call('HDEL', KEYS[2], unpack(ARGV))
 return #ARGV
 ";
 
-/// `INFO commandstats`' EVALSHA calls.
-fn script_calls(conn: &mut redis::Connection) -> f64 {
+/// `INFO commandstats`' EVALSHA calls and µs.
+fn evalsha(conn: &mut redis::Connection) -> (f64, f64) {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(conn)
         .expect("INFO commandstats");
-    parse_command_calls(&info)
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0) as f64
+    command_stats(&info, "evalsha")
 }
 
 /// The server measured: under callgrind (instructions), or plain with `--plain` (the µs Redis
@@ -134,17 +135,7 @@ impl Target {
     fn measure(&mut self, case: &str) -> f64 {
         match self {
             Target::Callgrind(s) => s.instructions(&dump_path(case)) as f64,
-            Target::Plain(s) => {
-                let info: String = redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query(&mut s.connection())
-                    .expect("INFO commandstats");
-                info.lines()
-                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-                    .and_then(|l| l.split(',').find_map(|kv| kv.strip_prefix("usec=")))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0.0)
-            }
+            Target::Plain(s) => evalsha(&mut s.connection()).1,
         }
     }
 }
@@ -204,7 +195,7 @@ async fn delayq_drain(server: &mut Target, topic: &str, n: u64) -> Row {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let work = server.measure(topic);
-    let calls = script_calls(&mut conn);
+    let (calls, _) = evalsha(&mut conn);
     rt.shutdown().await.expect("shutdown");
     Row {
         work_per_msg: work / n as f64,

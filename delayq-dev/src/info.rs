@@ -2,6 +2,23 @@
 
 use std::collections::HashMap;
 
+/// One command's calls and the µs Redis spent in it (a script's: its inner commands included),
+/// from `INFO commandstats`; zeros when it was not called.
+pub fn command_stats(info: &str, name: &str) -> (f64, f64) {
+    let prefix = format!("cmdstat_{name}:");
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or("");
+    let field = |key: &str| -> f64 {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    (field("calls="), field("usec="))
+}
+
 /// Parses `INFO commandstats` into command name → calls.
 pub fn parse_command_calls(info: &str) -> HashMap<String, u64> {
     info.lines()

@@ -27,12 +27,13 @@ pub fn envelope(server: &RedisServer, topic: &str, id: &MessageId) -> Option<Env
         .arg(format!("{id}\n"))
         .query(&mut server.connection())
         .unwrap();
-    let mut envelope = Envelope::parse(&raw?).expect("stored envelope parses");
-    if let Some(token) = token {
-        envelope.attempt += 1;
-        envelope.token = token;
-    }
-    Some(envelope)
+    let envelope = Envelope::parse(&raw?).expect("stored envelope parses");
+    Some(match token {
+        Some(token) => envelope
+            .delivered(token)
+            .expect("an attempt below 2^32 - 1"),
+        None => envelope,
+    })
 }
 
 /// Score of `id` in the named sorted set of `topic` ("delayed", "inflight", "dead").

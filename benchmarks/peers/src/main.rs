@@ -193,32 +193,49 @@ enum Peer {
     Bullmq,
 }
 
-/// Sends `items` (payload number, delay) with the peer's batch call.
-async fn send(server: &Server, peer: Peer, queue: &str, items: Vec<(u64, Duration)>) {
-    match peer {
-        Peer::Delayq => {
-            let p = Producer::connect(&server.url()).await.unwrap();
-            for chunk in items.chunks(5_000) {
-                let batch: Vec<_> = chunk.iter().map(|(i, d)| (payload(*i), *d)).collect();
-                p.send_batch(queue, batch).await.unwrap();
+/// A peer's sending side on one queue, connected once for a workload.
+enum Sender {
+    Delayq(Producer, &'static str),
+    Bullmq(Box<Queue>),
+}
+
+impl Sender {
+    async fn open(server: &Server, peer: Peer, queue: &'static str) -> Sender {
+        match peer {
+            Peer::Delayq => Sender::Delayq(Producer::connect(&server.url()).await.unwrap(), queue),
+            Peer::Bullmq => Sender::Bullmq(Box::new(bull_queue(server, queue).await)),
+        }
+    }
+
+    /// Sends `items` (payload number, delay) with the peer's batch call.
+    async fn send(&self, items: &[(u64, Duration)]) {
+        for chunk in items.chunks(5_000) {
+            match self {
+                Sender::Delayq(p, queue) => {
+                    let batch: Vec<_> = chunk.iter().map(|(i, d)| (payload(*i), *d)).collect();
+                    p.send_batch(queue, batch).await.unwrap();
+                }
+                Sender::Bullmq(q) => {
+                    let jobs: Vec<_> = chunk
+                        .iter()
+                        .map(|(i, d)| {
+                            let job = BulkJob::new("j", payload(*i));
+                            // A job due now goes to BullMQ's wait list, not its delayed set.
+                            if d.is_zero() {
+                                job
+                            } else {
+                                job.delay(*d)
+                            }
+                        })
+                        .collect();
+                    q.add_bulk(jobs).await.unwrap();
+                }
             }
         }
-        Peer::Bullmq => {
-            let q = bull_queue(server, queue).await;
-            for chunk in items.chunks(5_000) {
-                let jobs: Vec<_> = chunk
-                    .iter()
-                    .map(|(i, d)| {
-                        let job = BulkJob::new("j", payload(*i));
-                        if d.is_zero() {
-                            job
-                        } else {
-                            job.delay(*d)
-                        }
-                    })
-                    .collect();
-                q.add_bulk(jobs).await.unwrap();
-            }
+    }
+
+    async fn close(self) {
+        if let Sender::Bullmq(q) = self {
             q.close().await;
         }
     }
@@ -242,7 +259,7 @@ async fn bull_queue(server: &Server, name: &str) -> Queue {
 /// A running consumer of `queue` at `concurrency`.
 enum Consumer {
     Delayq(delayq_runtime::RuntimeHandle),
-    Bullmq(Worker),
+    Bullmq(Box<Worker>),
 }
 
 async fn consume(server: &Server, peer: Peer, queue: &str, concurrency: usize) -> Consumer {
@@ -273,7 +290,7 @@ async fn consume(server: &Server, peer: Peer, queue: &str, concurrency: usize) -
             )
             .await
             .unwrap();
-            Consumer::Bullmq(worker)
+            Consumer::Bullmq(Box::new(worker))
         }
     }
 }
@@ -298,7 +315,10 @@ fn topic(concurrency: usize) -> &'static str {
 async fn drain(server: &Server, peer: Peer, concurrency: usize) -> Metrics {
     server.flush();
     let q = topic(concurrency);
-    send(server, peer, q, (0..50_000).map(|i| (i, Duration::ZERO)).collect()).await;
+    let sender = Sender::open(server, peer, q).await;
+    let items: Vec<_> = (0..50_000).map(|i| (i, Duration::ZERO)).collect();
+    sender.send(&items).await;
+    sender.close().await;
     let consumer = consume(server, peer, q, concurrency).await;
     wait_handled(50_000, Duration::from_secs(600)).await;
     consumer.stop().await;
@@ -309,13 +329,15 @@ async fn keep_up(server: &Server, peer: Peer) -> Metrics {
     server.flush();
     let q = topic(50);
     let consumer = consume(server, peer, q, 50).await;
+    let sender = Sender::open(server, peer, q).await;
     let mut rng = fastrand::Rng::with_seed(7);
     let items: Vec<_> = (0..50_000)
         .map(|i| (i, Duration::from_millis(rng.u64(0..=5_000))))
         .collect();
     for chunk in items.chunks(1_000) {
-        send(server, peer, q, chunk.to_vec()).await;
+        sender.send(chunk).await;
     }
+    sender.close().await;
     wait_handled(50_000, Duration::from_secs(600)).await;
     consumer.stop().await;
     summarize(50_000)
@@ -325,10 +347,12 @@ async fn precision(server: &Server, peer: Peer) -> Metrics {
     server.flush();
     let q = topic(50);
     let consumer = consume(server, peer, q, 50).await;
+    let sender = Sender::open(server, peer, q).await;
     for i in 0..20 {
-        send(server, peer, q, vec![(i, Duration::from_secs(1))]).await;
+        sender.send(&[(i, Duration::from_secs(1))]).await;
         wait_handled(i as usize + 1, Duration::from_secs(30)).await;
     }
+    sender.close().await;
     consumer.stop().await;
     summarize(20)
 }
@@ -386,7 +410,10 @@ async fn main() {
                     _ => vec![("precision".into(), precision(&server, peer).await)],
                 };
                 for (name, m) in got {
-                    eprintln!("round {round} {name} {}: {m:?}", ["delayq", "bullmq"][tag as usize]);
+                    eprintln!(
+                        "round {round} {name} {}: {m:?}",
+                        ["delayq", "bullmq"][tag as usize]
+                    );
                     results.entry((name, tag)).or_default().push(m);
                 }
             }

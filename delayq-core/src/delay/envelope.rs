@@ -96,6 +96,18 @@ impl Envelope {
             payload: payload.to_vec(),
         })
     }
+
+    /// The envelope as the delivery of a claim with `token` sees it: a claim leaves the stored
+    /// envelope as it is (see `token_field` in prelude.lua), and its delivery is one attempt
+    /// more, under the claim's token.
+    ///
+    /// # Errors
+    /// An attempt already at `u32::MAX`, which one more would overflow.
+    pub fn delivered(mut self, token: u64) -> Result<Self, String> {
+        self.attempt = self.attempt.checked_add(1).ok_or("attempt at 2^32 - 1")?;
+        self.token = token;
+        Ok(self)
+    }
 }
 
 #[cfg(test)]

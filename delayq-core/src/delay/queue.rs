@@ -225,22 +225,20 @@ impl TopicQueue {
                     batch.undeliverable.push((id, why.to_string()));
                 }
                 // Stored as it was: this delivery is one more attempt, under the claim's token.
-                Value::BulkString(raw) => match Envelope::parse(&raw).and_then(|mut e| {
-                    e.attempt = e.attempt.checked_add(1).ok_or("attempt at 2^32 - 1")?;
-                    e.token = token;
-                    Ok(e)
-                }) {
-                    Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
-                    Err(why) => {
-                        let buried: i64 = self.invoke(&scripts::bury(k, &id, token)).await?;
-                        let done = if buried == 1 {
-                            "moved to the dead letters"
-                        } else {
-                            "left"
-                        };
-                        batch.undeliverable.push((id, format!("{why}; {done}")));
+                Value::BulkString(raw) => {
+                    match Envelope::parse(&raw).and_then(|e| e.delivered(token)) {
+                        Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
+                        Err(why) => {
+                            let buried: i64 = self.invoke(&scripts::bury(k, &id, token)).await?;
+                            let done = if buried == 1 {
+                                "moved to the dead letters"
+                            } else {
+                                "left"
+                            };
+                            batch.undeliverable.push((id, format!("{why}; {done}")));
+                        }
                     }
-                },
+                }
                 other => return Err(Error::unexpected("claim_due", &other)),
             }
         }

@@ -14,8 +14,9 @@ local function attempt()
 end
 if redis.call('ZSCORE', KEYS[2], id) then
   -- Its claim's attempt counts once the claim ends (see `owned`): it is running now.
-  local beside = redis.call('HEXISTS', KEYS[3], token_field(id)) == 1
-  return { 'inflight', attempt() + (beside and 1 or 0) }
+  local got = redis.call('HMGET', KEYS[3], id, token_field(id))
+  local m = decode(got[1])
+  return { 'inflight', (m and m.attempt or 0) + (got[2] and 1 or 0) }
 end
 if redis.call('ZSCORE', KEYS[4], id) then return { 'dead', attempt() } end
 if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[12], id) then
