@@ -48,6 +48,16 @@ struct Model {
     ops: usize,
 }
 
+/// A delivery acked (by an ack call or riding on a claim).
+fn record_ack(m: &mut Model, d: (MessageId, u64)) {
+    if is_user_id(d.0.as_str()) {
+        m.acked_user_ids.insert(d.0.clone());
+    } else {
+        m.gone.insert(d.0.clone());
+    }
+    m.settled.push((d.0, d.1, "ack"));
+}
+
 async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
     let q = delayq_core::protocol::queue(&p, "r").unwrap();
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -81,9 +91,27 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
             }
             25..=49 => {
                 let lease = Duration::from_millis(rng.u64(5..60));
-                let batch = q.claim_due(rng.usize(1..8), lease).await.unwrap();
+                // Half the claims carry acks of held deliveries (some of them stale by now).
+                let riding: Vec<(MessageId, u64)> = if rng.bool() {
+                    (0..rng.usize(0..4).min(held.len()))
+                        .map(|_| held.swap_remove(rng.usize(0..held.len())))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let receipts: Vec<_> = riding.iter().map(|(id, t)| (id.clone(), *t, 0)).collect();
+                let batch = q
+                    .claim_acking(rng.usize(1..8), lease, &receipts)
+                    .await
+                    .unwrap();
                 assert!(batch.undeliverable.is_empty());
+                assert_eq!(batch.acked.len(), riding.len());
                 let mut m = model.lock().unwrap();
+                for (d, acked) in riding.into_iter().zip(&batch.acked) {
+                    if *acked {
+                        record_ack(&mut m, d);
+                    }
+                }
                 for c in batch.claimed {
                     assert!(c.envelope.due_ms <= batch.now_ms, "claimed before due");
                     let token = c.token();
@@ -102,13 +130,7 @@ async fn run_client(p: Producer, model: Arc<Mutex<Model>>, seed: u64) {
             50..=64 if !held.is_empty() => {
                 let d = held.swap_remove(rng.usize(0..held.len()));
                 if q.ack(&[(d.0.clone(), d.1, 0)]).await.unwrap()[0] {
-                    let mut m = model.lock().unwrap();
-                    if is_user_id(d.0.as_str()) {
-                        m.acked_user_ids.insert(d.0.clone());
-                    } else {
-                        m.gone.insert(d.0.clone());
-                    }
-                    m.settled.push((d.0, d.1, "ack"));
+                    record_ack(&mut model.lock().unwrap(), d);
                 }
             }
             65..=74 if !held.is_empty() => {

@@ -18,6 +18,11 @@ pub(crate) trait Settle: Send + Sync + 'static {
     fn leave_books(&self);
     /// Done.
     fn ack(&self) -> impl Future<Output = Result<(), AckError>> + Send;
+    /// Done, acked by the worker after the handler returned: the run's slot may go with the
+    /// ack (a topic's ack rides on the boss's next claim, see `ack_batcher.rs`).
+    fn ack_after_run(&self) -> impl Future<Output = Result<(), AckError>> + Send {
+        self.ack()
+    }
     /// Failed with `error`: retry after the backoff, or dead-letter it when its attempts are
     /// used up (or at once, when `dead_reason` is given).
     fn nack(

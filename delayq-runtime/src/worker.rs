@@ -218,7 +218,7 @@ pub(crate) async fn drive<L: Settle>(
         return;
     }
     match after_run(result) {
-        AfterRun::Ack => settle(ctx, "ack", || claim.ack()).await,
+        AfterRun::Ack => settle(ctx, "ack", || claim.ack_after_run()).await,
         // Its timeout was logged when it was stopped.
         AfterRun::Retry(error) if stopped => {
             settle(ctx, "retry", || claim.timed_out(&error)).await;

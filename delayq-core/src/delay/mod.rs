@@ -8,8 +8,8 @@
 //!   operator's reads' in `read_scripts.rs`);
 //!   `buckets.rs`: the far buckets a call declares; `call.rs`: running a topic's calls.
 //! - `send_options.rs` and `send.rs`: the producer's sends, cancel, reschedule, counts.
-//! - `queue.rs`: the consumer side (claim, ack, extend, release, requeue) the runtime drives;
-//!   `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
+//! - `queue.rs`: the consumer side (ack, extend, release, requeue) the runtime drives;
+//!   `claim.rs`: its claim, which acks ride on; `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
 //!   bounds its scripts enforce.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek); `find.rs`:
 //!   where one message is; `history.rs`: a topic's history
@@ -19,6 +19,7 @@
 
 mod buckets;
 mod call;
+mod claim;
 mod dead;
 mod envelope;
 mod find;
@@ -39,16 +40,14 @@ mod ticks;
 #[cfg(feature = "testing")]
 mod travel;
 
+pub use claim::{ClaimBatch, Delivery, Receipt};
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use find::{FoundMessage, Place};
 pub use flow::Flow;
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
-pub use queue::{
-    ClaimBatch, Delivery, NackOutcome, Receipt, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL,
-    MAX_CLAIM_BATCH,
-};
+pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,

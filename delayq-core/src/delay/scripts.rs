@@ -4,6 +4,7 @@
 use redis::{Script, ScriptInvocation};
 
 use super::buckets::{Buckets, NONE};
+use super::claim::Receipt;
 use super::flow::Flow;
 use super::keys::TopicKeys;
 use crate::id::MessageId;
@@ -171,24 +172,29 @@ pub(crate) fn send<'a>(
 pub(crate) fn claim_due(
     k: &TopicKeys,
     far: &Buckets,
-    max: usize,
-    lease_ms: u64,
+    (max, lease_ms): (usize, u64),
     flow: &Flow,
+    acks: &[Receipt],
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.claim_due, k, far);
     inv.arg(max)
         .arg(lease_ms)
         .arg(super::flow::rate_arg(flow.rate))
         .arg(super::flow::rate_arg(flow.rate_per_key));
-    inv
+    with_receipts(inv, acks)
 }
 
 /// `n`, the `(id, token)` pairs, then `(id, window)` of those sent with `dedup_for`.
-pub(crate) fn ack(
-    k: &TopicKeys,
-    deliveries: &[(MessageId, u64, u64)],
+pub(crate) fn ack(k: &TopicKeys, deliveries: &[Receipt]) -> ScriptInvocation<'static> {
+    with_receipts(topic_script(&SCRIPTS.ack, k, &NONE), deliveries)
+}
+
+/// Acks' arguments (`ack_receipts` in prelude.lua): `n`, the `(id, token)` pairs, then
+/// `(id, window)` of those sent with `dedup_for`.
+fn with_receipts(
+    mut inv: ScriptInvocation<'static>,
+    deliveries: &[Receipt],
 ) -> ScriptInvocation<'static> {
-    let mut inv = topic_script(&SCRIPTS.ack, k, &NONE);
     inv.arg(deliveries.len());
     for (id, token, _) in deliveries {
         inv.arg(id.as_str()).arg(*token);

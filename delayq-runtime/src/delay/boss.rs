@@ -49,37 +49,59 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
     let mut at_due = false;
     let mut paused = false;
     topic.meter.paused(false);
+    // While this boss claims again as soon as a slot frees (its last claim took all it asked
+    // for), the acks of handlers that returned ride on its claims, with their slots (see
+    // `ack_batcher.rs`); whenever it stops, what waits goes to the ack task.
+    let mut riding = Riding::new(&topic);
     while !topic.stop.is_cancelled() {
         let first = tokio::select! {
             permit = topic.slots.clone().acquire_owned() => match permit {
-                Ok(p) => p,
+                Ok(p) => Some(p),
                 Err(_) => return,
             },
+            _ = topic.acks.arrived(), if riding.on => None,
             _ = topic.stop.cancelled() => return,
         };
-        let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
+        let mut permits: Vec<OwnedSemaphorePermit> = first.into_iter().collect();
         // Slots free together (an ack call answers many handlers at once): the handlers already
-        // woken run first and free theirs, so that one claim takes them all (a few µs, against
-        // a call of one message each).
+        // woken run first and free theirs (or hand their acks over), so that one claim takes
+        // them all (a few µs, against a call of one message each).
         tokio::task::yield_now().await;
+        let ride = if riding.on {
+            MAX_CLAIM_BATCH - permits.len()
+        } else {
+            0
+        };
+        let (riders, lent) = topic.acks.take(ride);
+        permits.extend(lent);
         while permits.len() < MAX_CLAIM_BATCH {
             match topic.slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
                 Err(_) => break,
             }
         }
+        if permits.is_empty() {
+            continue; // woken for an ack already taken
+        }
         let asked = permits.len();
         let sent = Instant::now();
-        let result = topic.queue.claim_due(asked, ack_timeout).await;
+        let result = topic
+            .queue
+            .claim_acking(asked, ack_timeout, &riders.items)
+            .await;
         let replied = Instant::now();
         let batch = match result {
             Ok(batch) => {
+                riders.answer(Ok(&batch.acked));
                 topic.health.ok();
                 retry.reset();
                 batch
             }
             Err(error) => {
+                let error = Arc::new(error);
+                riders.answer(Err(error.clone()));
                 topic.health.failed(&error);
+                riding.set(false);
                 drop(permits);
                 topic.pause(retry.next_delay(), &topic.wake_boss).await;
                 continue;
@@ -91,6 +113,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
             tracing::info!(topic = %topic.name, paused, "topic {}", if paused { "paused" } else { "resumed" });
         }
         if paused {
+            riding.set(false);
             // Nothing is claimed until a resume wakes this boss (the safety sleep covers a
             // lost wake-up); the script refuses claims meanwhile, so no process slips one in.
             drop(permits);
@@ -126,8 +149,10 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         }
         drop(permits);
         if got == asked {
+            riding.set(true);
             continue; // more may be due right now
         }
+        riding.set(false);
         // Redis ran the claim about half a round trip before the reply arrived: Redis' time
         // `now_us` was then, here.
         let clock = (batch.now_us, replied - replied.duration_since(sent) / 2);
@@ -136,6 +161,31 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         // time take anything, so their wake-ups are not heard until then.
         race.deaf = batch.rate_limited;
         at_due = sleep_to_due(&topic, deadline, clock, &mut race).await;
+    }
+}
+
+/// Whether acks ride on this boss's claims (`AckBatcher::ride`); off when the boss ends.
+struct Riding<'a> {
+    topic: &'a TopicRuntime,
+    on: bool,
+}
+
+impl<'a> Riding<'a> {
+    fn new(topic: &'a TopicRuntime) -> Self {
+        Riding { topic, on: false }
+    }
+
+    fn set(&mut self, on: bool) {
+        if self.on != on {
+            self.on = on;
+            self.topic.acks.ride(on);
+        }
+    }
+}
+
+impl Drop for Riding<'_> {
+    fn drop(&mut self) {
+        self.set(false);
     }
 }
 

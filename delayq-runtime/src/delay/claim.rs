@@ -1,11 +1,12 @@
 //! One delivery's hold on its message: its fence token, whether it has been settled, and the
 //! calls that settle or extend it. The worker and the user's `Ack` share it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq_core::protocol::{Delivery, NackOutcome, Receipt, TopicQueue};
 use delayq_core::{AckError, Error, MessageId};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::ack_batcher::{AckBatcher, AckSink};
 use crate::books::{BookEntry, Books};
@@ -38,6 +39,9 @@ pub(crate) struct Claim {
     /// Its `dedup_for` window (ms, 0 for none): the ack reserves the id for it.
     dedup_ms: u64,
     options: ListenerOptions,
+    /// The run's worker slot, until the run ends or the worker's ack takes it along (see
+    /// `ack_batcher.rs`).
+    slot: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 impl Claim {
@@ -48,7 +52,7 @@ impl Claim {
         acks: AckBatcher<TopicQueue>,
         (meter, tick): (Arc<Meter>, Option<Arc<Minute>>),
         options: ListenerOptions,
-        delivery: &Delivery,
+        (delivery, slot): (&Delivery, OwnedSemaphorePermit),
     ) -> Arc<Self> {
         let (id, token) = (delivery.id.clone(), delivery.token());
         Arc::new(Claim {
@@ -62,7 +66,32 @@ impl Claim {
             attempt: delivery.envelope.attempt,
             dedup_ms: delivery.envelope.dedup_ms,
             options,
+            slot: Mutex::new(Some(slot)),
         })
+    }
+
+    /// The run is over: its slot is free (unless its ack took it along).
+    pub(crate) fn free_slot(&self) {
+        drop(self.take_slot());
+    }
+
+    fn take_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Acks, the slot going along when given (`Some` rides on the boss's next claim).
+    async fn ack_with(&self, slot: Option<OwnedSemaphorePermit>) -> Result<(), AckError> {
+        if self
+            .acks
+            .ack((self.id.clone(), self.token, self.dedup_ms), slot)
+            .await?
+        {
+            self.handled(Outcome::Ok);
+            self.entry.settle();
+            Ok(())
+        } else {
+            self.entry.stale()
+        }
     }
 
     /// Counts a settled run for the topic (and the schedule, for a tick).
@@ -141,17 +170,12 @@ impl Settle for Claim {
     }
 
     async fn ack(&self) -> Result<(), AckError> {
-        if self
-            .acks
-            .ack((self.id.clone(), self.token, self.dedup_ms))
-            .await?
-        {
-            self.handled(Outcome::Ok);
-            self.entry.settle();
-            Ok(())
-        } else {
-            self.entry.stale()
-        }
+        self.ack_with(None).await
+    }
+
+    /// The handler returned: its slot goes with the ack.
+    async fn ack_after_run(&self) -> Result<(), AckError> {
+        self.ack_with(self.take_slot()).await
     }
 
     /// Retry after the listener's backoff, or dead when attempts are used up (or at once when

@@ -29,7 +29,7 @@ pub(crate) struct TopicRuntime {
     pub(crate) options: ListenerOptions,
     pub(crate) handler: Arc<dyn ErasedHandler<TopicDelivery>>,
     pub(crate) queue: TopicQueue,
-    acks: AckBatcher<TopicQueue>,
+    pub(crate) acks: AckBatcher<TopicQueue>,
     /// Free worker slots: the boss claims no more than it can start.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
@@ -134,15 +134,19 @@ impl TopicRuntime {
         })
     }
 
-    /// The claim of a delivery just claimed, entered in the books.
-    pub(crate) fn enter_claim(&self, delivery: &Delivery) -> Arc<Claim> {
+    /// The claim of a delivery just claimed, run on `slot`, entered in the books.
+    pub(crate) fn enter_claim(
+        &self,
+        delivery: &Delivery,
+        slot: OwnedSemaphorePermit,
+    ) -> Arc<Claim> {
         Claim::enter(
             self.books.clone(),
             self.queue.clone(),
             self.acks.clone(),
             (self.meter.clone(), self.tick_minute(delivery.id.as_str())),
             self.options,
-            delivery,
+            (delivery, slot),
         )
     }
 
@@ -180,8 +184,15 @@ pub(crate) async fn run(
     delivery: Delivery,
     permit: OwnedSemaphorePermit,
 ) {
-    let _permit = permit;
-    let claim = topic.enter_claim(&delivery);
+    let claim = topic.enter_claim(&delivery, permit);
+    // However the run ends (a panic in the runtime's own code included), its slot is freed.
+    struct FreeSlot(Arc<Claim>);
+    impl Drop for FreeSlot {
+        fn drop(&mut self) {
+            self.0.free_slot();
+        }
+    }
+    let _free = FreeSlot(claim.clone());
     let running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
     if let Some(tick) = claim.tick() {
         tick.started(running.late());

@@ -19,13 +19,17 @@
 --   are spread out again, each moved once, and at most one extra start slips in). So each
 --   message of a hot key is moved about once, and the other keys' due messages are claimed
 --   at once. The set expires once its latest time has passed.
+-- ARGV[7] n, then the acks that ride on this claim, as ack.lua's from its ARGV[3] (see
+--   `ack_receipts` in prelude.lua; n is 0 or absent for none): done first, paused or not, so
+--   that what they free is free for this claim.
 -- KEYS[15], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, 1 when due messages wait on the rate limit (else 0), the claim's token (0 when
--- it claimed nothing), id1, envelope1, id2, envelope2, ... } (now in microseconds, so a boss
+-- it claimed nothing), the acks' answers (a string, a character each: '1' acked, '0' stale),
+-- id1, envelope1, id2, envelope2, ... } (now in microseconds, so a boss
 -- can sleep to the due time precisely; the boss declares that bucket on its next call, so that
 -- it can be promoted). Each envelope is as stored: its delivery's attempt is one more, and its
 -- token the claim's (see `token_field` in prelude.lua). An id whose envelope is missing comes
@@ -33,8 +37,9 @@
 -- letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
+local acks = table.concat(ack_receipts(7, math.floor(now_micros / 1000), true))
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
-if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0 } end
+if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0, acks } end
 local now = math.floor(now_micros / 1000)
 promote(now)
 local limit = tonumber(ARGV[3])
@@ -237,7 +242,7 @@ if interval and #ids > 0 then
   tat = tat + used
   redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
 end
-local out = { now_micros, -1, -1, 0, 0 }
+local out = { now_micros, -1, -1, 0, 0, acks }
 if #ids > 0 then
   local inflight_was_empty = inflight_count() == 0
   -- Numbers go to Redis as strings made once (Redis would format each with %.17g).
@@ -252,29 +257,32 @@ if #ids > 0 then
   -- two claims of one id, and be unique in the topic for all time (see `token_field`).
   local token = string.format('%d', redis.call('INCRBY', KEYS[5], 1))
   out[5] = token
-  local scores, tokens, corrupt = {}, {}, {}
-  for i, id in ipairs(ids) do
-    local raw = raws[i]
+  -- Counted, not `#t` (a binary search in Lua 5.1): this loop runs for every message.
+  local scores, tokens, corrupt, ns, no = {}, {}, {}, 0, #out
+  for i = 1, #ids do
+    local id, raw = ids[i], raws[i]
     -- The envelope goes out as it is: the client reads it (and counts this attempt); one that
     -- is not an envelope of this layout at all goes to the dead letters untouched here, one
     -- the client cannot read goes there through `bury.lua`.
-    if raw and string.sub(raw, 1, 2) == '1 ' then
-      local n = #scores
-      scores[n + 1] = deadline
-      scores[n + 2] = id
-      tokens[n + 1] = token_field(id)
-      tokens[n + 2] = token
-      out[#out + 1] = id
-      out[#out + 1] = raw
+    -- ('1 ' by its bytes, 49 and 32: a substring would be a new Lua string a message.)
+    if raw and string.byte(raw, 1) == 49 and string.byte(raw, 2) == 32 then
+      scores[ns + 1] = deadline
+      scores[ns + 2] = id
+      tokens[ns + 1] = id .. '\n' -- token_field(id), inlined
+      tokens[ns + 2] = token
+      ns = ns + 2
+      out[no + 1] = id
+      out[no + 2] = raw
     elseif raw then
       corrupt[#corrupt + 1] = now
       corrupt[#corrupt + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = 'corrupt'
+      out[no + 1] = id
+      out[no + 2] = 'corrupt'
     else
-      out[#out + 1] = id
-      out[#out + 1] = 'orphan'
+      out[no + 1] = id
+      out[no + 2] = 'orphan'
     end
+    no = no + 2
   end
   if #scores > 0 then
     -- Into an empty set, with SKIPLIST (see prelude.lua).

@@ -252,6 +252,73 @@ local function reserve(pairs, now)
   unreserve_expired(now)
 end
 
+-- Acks deliveries (ack.lua, and claim_due.lua for the acks that ride on a claim): ARGV[at] n,
+-- then n pairs of id, delivery token, then pairs of id, `dedup_for` window (ms) to the end,
+-- for the messages sent with one (the client read the window from the envelope it was given).
+-- Finished deliveries leave `inflight` and their envelopes are deleted. Returns one integer
+-- per pair: 1 acked, 0 stale (that delivery no longer owns the message). The token is checked
+-- against the one kept beside the envelope (see `token_field`), so an ack reads no envelope;
+-- a claim an earlier build made is checked against its envelope. `now` (ms): when known.
+-- With `text`, the answers are the characters '1' and '0' (a claim joins them into one
+-- string: Lua would format each number with sprintf).
+local function ack_receipts(at, now, text)
+  local n = tonumber(ARGV[at]) or 0
+  local out = {}
+  if n == 0 then return out end
+  local yes, no = 1, 0
+  if text then yes, no = '1', '0' end
+  -- Windows to reserve follow the pairs (most acks have none: no lookup table then).
+  local windows = #ARGV > at + 2 * n
+  local fields = {}
+  -- (`token_field`, inlined: a call a message is not free.)
+  for i = 1, n do fields[i] = ARGV[at - 1 + 2 * i] .. '\n' end
+  local held = redis.call('HMGET', KEYS[3], unpack(fields))
+  -- Counted, not `#t` (a binary search in Lua 5.1): these loops run for every message.
+  local done, gone, acked, nd, ng = {}, {}, {}, 0, 0
+  for i = 1, n do
+    local id, token = ARGV[at - 1 + 2 * i], ARGV[at + 2 * i]
+    local h = held[i]
+    local ok
+    if h then
+      ok = h == token
+    else
+      -- No token beside it: not in flight (stale), or claimed by an earlier build.
+      ok = redis.call('ZSCORE', KEYS[2], id) ~= false
+        and token_of(redis.call('HGET', KEYS[3], id)) == tonumber(token)
+    end
+    if ok then
+      nd = nd + 1
+      done[nd] = id
+      ng = ng + 1
+      gone[ng] = id
+      if h then
+        ng = ng + 1
+        gone[ng] = fields[i]
+      end
+      if windows then acked[id] = true end
+      out[i] = yes
+    else
+      out[i] = no
+    end
+  end
+  if nd > 0 then
+    redis.call('ZREM', KEYS[2], unpack(done))
+    redis.call('HDEL', KEYS[3], unpack(gone))
+    now = now or now_ms()
+    count('ok', nd, now)
+    -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
+    local reserved = {}
+    for i = at + 1 + 2 * n, windows and #ARGV - 1 or 0, 2 do
+      if acked[ARGV[i]] then
+        reserved[#reserved + 1] = tonumber(ARGV[i + 1])
+        reserved[#reserved + 1] = ARGV[i]
+      end
+    end
+    reserve(reserved, now)
+  end
+  return out
+end
+
 -- The `dedup_for` window of a raw envelope from its header alone (0 for none, or when the
 -- header does not parse).
 local function dedup_of(raw)
