@@ -115,15 +115,14 @@ impl TopicQueue {
         let k = &self.keys;
         let head = self.far_head.load(Ordering::Relaxed);
         let far = Buckets::default().bucket((head >= 0).then_some(head));
-        let reply: Vec<Value> = self
-            .invoke(&scripts::claim_due(
-                k,
-                &far,
-                (max.clamp(1, MAX_CLAIM_BATCH), millis(lease)),
-                &self.flow,
-                acks,
-            ))
-            .await?;
+        let (call, order) = scripts::claim_due(
+            k,
+            &far,
+            (max.clamp(1, MAX_CLAIM_BATCH), millis(lease)),
+            &self.flow,
+            acks,
+        );
+        let reply: Vec<Value> = self.invoke(&call).await?;
         let bad = |what: &dyn std::fmt::Debug| Error::unexpected("claim_due", &what);
         let mut it = reply.into_iter();
         let (Some(now), Some(next), Some(head), Some(limited), Some(token), Some(answers)) = (
@@ -144,9 +143,11 @@ impl TopicQueue {
         }
         let mut acked = early;
         match &answers {
-            Value::BulkString(a) if a.len() == acks.len() => {
-                acked.extend(a.iter().map(|c| *c == b'1'));
-            }
+            Value::BulkString(a) => acked.extend(
+                order
+                    .restore(a.iter().map(|c| *c == b'1'))
+                    .ok_or_else(|| bad(&answers))?,
+            ),
             // An empty string may come back as nil over RESP2 from Lua's "" in some versions.
             Value::Nil if acks.is_empty() => {}
             other => return Err(bad(other)),
@@ -203,8 +204,10 @@ impl TopicQueue {
         let mut acked = Vec::with_capacity(deliveries.len());
         // The script unpacks its ids into single commands; Lua caps how many one call takes.
         for chunk in deliveries.chunks(MAX_CLAIM_BATCH) {
-            let v: Vec<i64> = self.invoke(&scripts::ack(k, chunk)).await?;
-            acked.extend(v.into_iter().map(|x| x == 1));
+            let (call, order) = scripts::ack(k, chunk);
+            let v: Vec<i64> = self.invoke(&call).await?;
+            let answers = order.restore(v.iter().map(|x| *x == 1));
+            acked.extend(answers.ok_or_else(|| Error::unexpected("ack", &v))?);
         }
         Ok(acked)
     }

@@ -253,52 +253,63 @@ local function reserve(pairs, now)
 end
 
 -- Acks deliveries (ack.lua, and claim_due.lua for the acks that ride on a claim): ARGV[at] n,
--- then n pairs of id, delivery token, then pairs of id, `dedup_for` window (ms) to the end,
--- for the messages sent with one (the client read the window from the envelope it was given).
--- Finished deliveries leave `inflight` and their envelopes are deleted. Returns one integer
--- per pair: 1 acked, 0 stale (that delivery no longer owns the message). The token is checked
--- against the one kept beside the envelope (see `token_field`), so an ack reads no envelope;
--- a claim an earlier build made is checked against its envelope. `now` (ms): when known.
--- With `text`, the answers are the characters '1' and '0' (a claim joins them into one
--- string: Lua would format each number with sprintf).
+-- ARGV[at + 1] g, then g pairs of delivery token, how many ids follow under it, then the n
+-- ids in that order (so a token many deliveries share, one claim's, is passed once), then
+-- pairs of id, `dedup_for` window (ms) to the end, for the messages sent with one (the client
+-- read the window from the envelope it was given). Finished deliveries leave `inflight` and
+-- their envelopes are deleted. Returns one answer per id, in their order: 1 acked, 0 stale
+-- (that delivery no longer owns the message). The token is checked against the one kept
+-- beside the envelope (see `token_field`), so an ack reads no envelope; a claim an earlier
+-- build made is checked against its envelope. `now` (ms): when known. With `text`, the
+-- answers are the characters '1' and '0' (a claim joins them into one string: Lua would
+-- format each number with sprintf).
 local function ack_receipts(at, now, text)
+  local ARGV = ARGV -- a local: read for every message, a global lookup each time
   local n = tonumber(ARGV[at]) or 0
   local out = {}
   if n == 0 then return out end
+  local g = tonumber(ARGV[at + 1])
+  local first = at + 2 + 2 * g
+  local sum = 0
+  for group = 1, g do sum = sum + tonumber(ARGV[at + 1 + 2 * group]) end
+  if sum ~= n then error('delayq ack: the groups hold ' .. sum .. ' ids, not ' .. n) end
   local yes, no = 1, 0
   if text then yes, no = '1', '0' end
-  -- Windows to reserve follow the pairs (most acks have none: no lookup table then).
-  local windows = #ARGV > at + 2 * n
+  -- Windows to reserve follow the ids (most acks have none: no lookup table then).
+  local windows = #ARGV >= first + n
   local fields = {}
   -- (`token_field`, inlined: a call a message is not free.)
-  for i = 1, n do fields[i] = ARGV[at - 1 + 2 * i] .. '\n' end
+  for i = 1, n do fields[i] = ARGV[first - 1 + i] .. '\n' end
   local held = redis.call('HMGET', KEYS[3], unpack(fields))
   -- Counted, not `#t` (a binary search in Lua 5.1): these loops run for every message.
-  local done, gone, acked, nd, ng = {}, {}, {}, 0, 0
-  for i = 1, n do
-    local id, token = ARGV[at - 1 + 2 * i], ARGV[at + 2 * i]
-    local h = held[i]
-    local ok
-    if h then
-      ok = h == token
-    else
-      -- No token beside it: not in flight (stale), or claimed by an earlier build.
-      ok = redis.call('ZSCORE', KEYS[2], id) ~= false
-        and token_of(redis.call('HGET', KEYS[3], id)) == tonumber(token)
-    end
-    if ok then
-      nd = nd + 1
-      done[nd] = id
-      ng = ng + 1
-      gone[ng] = id
+  local done, gone, acked, nd, ng, i = {}, {}, {}, 0, 0, 0
+  for group = 1, g do
+    local token, k = ARGV[at + 2 * group], tonumber(ARGV[at + 1 + 2 * group])
+    for _ = 1, k do
+      i = i + 1
+      local id, h = ARGV[first - 1 + i], held[i]
+      local ok
       if h then
-        ng = ng + 1
-        gone[ng] = fields[i]
+        ok = h == token
+      else
+        -- No token beside it: not in flight (stale), or claimed by an earlier build.
+        ok = redis.call('ZSCORE', KEYS[2], id) ~= false
+          and token_of(redis.call('HGET', KEYS[3], id)) == tonumber(token)
       end
-      if windows then acked[id] = true end
-      out[i] = yes
-    else
-      out[i] = no
+      if ok then
+        nd = nd + 1
+        done[nd] = id
+        ng = ng + 1
+        gone[ng] = id
+        if h then
+          ng = ng + 1
+          gone[ng] = fields[i]
+        end
+        if windows then acked[id] = true end
+        out[i] = yes
+      else
+        out[i] = no
+      end
     end
   end
   if nd > 0 then
@@ -308,10 +319,10 @@ local function ack_receipts(at, now, text)
     count('ok', nd, now)
     -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
     local reserved = {}
-    for i = at + 1 + 2 * n, windows and #ARGV - 1 or 0, 2 do
-      if acked[ARGV[i]] then
-        reserved[#reserved + 1] = tonumber(ARGV[i + 1])
-        reserved[#reserved + 1] = ARGV[i]
+    for j = first + n, windows and #ARGV - 1 or 0, 2 do
+      if acked[ARGV[j]] then
+        reserved[#reserved + 1] = tonumber(ARGV[j + 1])
+        reserved[#reserved + 1] = ARGV[j]
       end
     end
     reserve(reserved, now)
