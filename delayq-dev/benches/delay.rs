@@ -6,7 +6,8 @@
 //!
 //! Workloads (payload ≈ 100-byte JSON), named for what they measure, with the ids BENCHMARKS.md
 //! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
-//! backlog_drain (W5), operator (WO: what `peek` and `stats` cost Redis per call with
+//! batching (WB: how many messages the drain's script calls carry), backlog_drain (W5),
+//! operator (WO: what `peek` and `stats` cost Redis per call with
 //! 1,000,000 messages in one far bucket), flow (WF: the drain of c200 with a rate above its
 //! throughput, interleaved with c200 unlimited; the rate a 2000/s topic holds; and, with one
 //! hot key of 10,000 at 5/s per key, the other keys' lateness).
@@ -138,6 +139,21 @@ fn script_stats(redis: &TestRedis) -> (f64, f64) {
         usec += u;
     }
     (calls, usec)
+}
+
+/// The sha Redis gives a delay script as the runtime loads it (its prelude in front).
+fn script_sha(c: &mut redis::Connection, name: &str) -> String {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../delayq-core/src/scripts/delay/"
+    );
+    let read = |file: &str| std::fs::read_to_string(format!("{dir}{file}.lua")).expect("script");
+    let text = ["prelude", "far", "far_place", name].map(read).join("\n");
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(text)
+        .query(c)
+        .expect("SCRIPT LOAD")
 }
 
 /// CPU time (user + system, every thread) this process has used, µs.
@@ -278,6 +294,87 @@ impl Bench {
         m.insert("redis_busy_share".into(), script_usec / 1e6 / wall);
         // The client's side: CPU (user + system, all threads) of this process per message.
         m.insert("client_cpu_us_per_msg".into(), client_cpu_us / 50_000.0);
+        m
+    }
+
+    /// WB: how full the drain's script calls are. Redis' slow log records every command (with
+    /// its first 31 arguments), so each claim and ack call is told by its script's sha; a
+    /// claim's messages are those it asks for (all are due) and the acks riding on it. Not a
+    /// speed: the slow log costs Redis time.
+    async fn batching(&self, topic: &str) -> Metrics {
+        self.flush();
+        self.send_spread(topic, 50_000, 0, 10_000).await;
+        let server = &self.redis.data_nodes()[0];
+        let mut c = server.connection();
+        let (claim, ack) = (script_sha(&mut c, "claim_due"), script_sha(&mut c, "ack"));
+        let _: () = redis::pipe()
+            .cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-max-len")
+            .arg(400_000)
+            .ignore()
+            .cmd("SLOWLOG")
+            .arg("RESET")
+            .ignore()
+            .cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-log-slower-than")
+            .arg(0)
+            .ignore()
+            .query(&mut c)
+            .expect("slow log on");
+        let rt = self.runtime(&[topic]).await;
+        self.wait_handled(50_000, Duration::from_secs(300)).await;
+        rt.shutdown().await.expect("shutdown");
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-log-slower-than")
+            .arg(10_000)
+            .query(&mut c)
+            .expect("slow log off");
+        let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(-1)
+            .query(&mut c)
+            .expect("SLOWLOG GET");
+        STARTS.lock().unwrap().clear();
+        // (claims, acks, calls carrying one message, messages in all)
+        let (mut claims, mut acks, mut single, mut carried) = (0.0, 0.0, 0.0, 0.0);
+        for entry in log {
+            let redis::Value::Array(fields) = entry else {
+                continue;
+            };
+            let Some(redis::Value::Array(args)) = fields.get(3) else {
+                continue;
+            };
+            let arg = |i: usize| match args.get(i) {
+                Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_string(),
+                _ => String::new(),
+            };
+            if !arg(0).eq_ignore_ascii_case("evalsha") {
+                continue;
+            }
+            let keys: usize = arg(2).parse().unwrap_or(0);
+            let argv = |n: usize| arg(2 + keys + n).parse::<f64>().unwrap_or(0.0);
+            let messages = if arg(1) == claim {
+                claims += 1.0;
+                argv(3) + argv(7) // asked, and the acks riding on it
+            } else if arg(1) == ack {
+                acks += 1.0;
+                argv(3)
+            } else {
+                continue;
+            };
+            carried += messages;
+            if messages <= 1.0 {
+                single += 1.0;
+            }
+        }
+        let mut m = Metrics::new();
+        m.insert("claim_calls_per_msg".into(), claims / 50_000.0);
+        m.insert("ack_calls_per_msg".into(), acks / 50_000.0);
+        m.insert("single_message_call_share".into(), single / (claims + acks));
+        m.insert("messages_per_call".into(), carried / (claims + acks));
         m
     }
 
@@ -580,9 +677,10 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 10] = [
+const WORKLOADS: [(&str, &str); 11] = [
     ("keep_up", "w1"),
     ("drain", "w1d"),
+    ("batching", "wb"),
     ("idle", "w2"),
     ("idle_5m", "w2_5m"),
     ("memory", "w3"),
@@ -695,6 +793,20 @@ async fn main() {
                     }
                     cases.push((
                         format!("drain (W1D), {}", topic.trim_start_matches("bench.")),
+                        r,
+                    ));
+                }
+                cases
+            }
+            "batching" => {
+                let mut cases = Vec::new();
+                for topic in ["bench.c50", "bench.c200"] {
+                    let mut r = Vec::new();
+                    for _ in 0..runs {
+                        r.push(bench.batching(topic).await);
+                    }
+                    cases.push((
+                        format!("batching (WB), {}", topic.trim_start_matches("bench.")),
                         r,
                     ));
                 }

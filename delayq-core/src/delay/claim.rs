@@ -9,6 +9,7 @@ use redis::Value;
 use super::buckets::Buckets;
 use super::envelope::Envelope;
 use super::queue::{optional_ms, TopicQueue, MAX_CLAIM_BATCH};
+use super::receipt::Receipt;
 use super::scripts;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -35,9 +36,6 @@ impl Delivery {
         (self.id.clone(), self.envelope.token, self.envelope.dedup_ms)
     }
 }
-
-/// An ack's `(id, fence token, dedup_for window ms)`: see [`Delivery::receipt`].
-pub type Receipt = (MessageId, u64, u64);
 
 /// What one `claim_due` call found.
 #[derive(Debug, Default)]

@@ -8,8 +8,9 @@
 //!   operator's reads' in `read_scripts.rs`);
 //!   `buckets.rs`: the far buckets a call declares; `call.rs`: running a topic's calls.
 //! - `send_options.rs` and `send.rs`: the producer's sends, cancel, reschedule, counts.
-//! - `queue.rs`: the consumer side (ack, extend, release, requeue) the runtime drives;
-//!   `claim.rs`: its claim, which acks ride on; `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
+//! - `queue.rs`: the consumer side (extend, release, requeue) the runtime drives; `claim.rs`:
+//!   its claim and ack, which rides on a claim (`receipt.rs`: what an ack presents);
+//!   `settle_failed.rs`: its nack and retry_after; `flow.rs`: the rate limit and dead-letter
 //!   bounds its scripts enforce.
 //! - `dead.rs`: dead letters; `inspect.rs`: the operator's reads (stats, peek); `find.rs`:
 //!   where one message is; `history.rs`: a topic's history
@@ -31,6 +32,7 @@ mod pause;
 mod pending;
 mod queue;
 mod read_scripts;
+mod receipt;
 mod scripts;
 mod send;
 mod send_options;
@@ -40,7 +42,7 @@ mod ticks;
 #[cfg(feature = "testing")]
 mod travel;
 
-pub use claim::{ClaimBatch, Delivery, Receipt};
+pub use claim::{ClaimBatch, Delivery};
 pub use dead::DeadLetter;
 pub use envelope::Envelope;
 pub use find::{FoundMessage, Place};
@@ -48,6 +50,7 @@ pub use flow::Flow;
 pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
+pub use receipt::Receipt;
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,
