@@ -1,5 +1,5 @@
 //! Acks ride on claims: while a boss claims again as soon as a slot frees, the acks of the
-//! handlers that returned go in its next claim call (`claim_acking`), done before the claim in
+//! handlers that returned go in its next claim call (`claim_acking`), done after the claim in
 //! the same script. These check the call (answers, stale acks, a paused topic, `dedup_for`,
 //! the outcome counts), that a drain sends almost no ack call of its own, and that an ack by
 //! hand before the handler returns does not give its slot away.
@@ -24,7 +24,7 @@ fn hkeys(server: &RedisServer, key: &str) -> Vec<String> {
 // ---------------------------------------------------------------- the call
 
 #[tokio::test]
-async fn a_claim_acks_what_rides_on_it_first_and_answers_each() {
+async fn a_claim_acks_what_rides_on_it_and_answers_each() {
     let server = RedisServer::start();
     let p = producer(&server).await;
     let t = "ride.call";

@@ -7,10 +7,11 @@
 //!
 //! Riding: while a topic's boss claims again as soon as a slot frees (more is due), it takes
 //! the acks of handlers that returned, with their slots, onto its next claim ([`Riders`]): one
-//! call instead of two, and the acks land before the claim in that call, so what the topic
-//! holds in flight never exceeds its slots. Only an ack that lends its run's slot rides (a
-//! handler that acks by hand before it returns still runs on it); the others, and every ack
-//! while the boss sleeps, go through the task.
+//! call instead of two (the acks go last in it: a claim that fails fails before them, and they
+//! are sent again). The slots come to the claim only once the acks are answered; after an
+//! error each goes back to its run, which holds it while it retries its ack. Only an ack that
+//! lends its run's slot rides (a handler that acks by hand before it returns still runs on
+//! it); the others, and every ack while the boss sleeps, go through the task.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,9 +33,13 @@ pub(crate) trait AckSink: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<bool>, Error>> + Send;
 }
 
+/// What an ack is answered: acked (`true`) or stale, or the call's error. A lent slot comes
+/// back with an error (the run keeps it while it tries again); with an answer it is free.
+type Answer = (Result<bool, Error>, Option<OwnedSemaphorePermit>);
+
 struct AckRequest<I> {
     item: I,
-    reply: oneshot::Sender<Result<bool, Error>>,
+    reply: oneshot::Sender<Answer>,
     /// The slot of the run that acks, held until the ack is answered (riding: lent to the
     /// claim that carries it).
     slot: Option<OwnedSemaphorePermit>,
@@ -88,13 +93,18 @@ impl<S: AckSink> AckBatcher<S> {
         self.riders.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `Ok(true)` acked, `Ok(false)` stale. `slot`: the run's slot, which the ack lends to
-    /// the claim it rides on (freed once the ack is answered).
-    pub(crate) async fn ack(
+    /// `Ok(true)` acked, `Ok(false)` stale.
+    pub(crate) async fn ack(&self, item: S::Item) -> Result<bool, Error> {
+        self.ack_lending(item, None).await.0
+    }
+
+    /// The same, lending the run's `slot` to the claim the ack rides on (freed once the ack is
+    /// answered); after an error the slot comes back, for the run to keep while it retries.
+    pub(crate) async fn ack_lending(
         &self,
         item: S::Item,
         slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<bool, Error> {
+    ) -> Answer {
         let (reply, answer) = oneshot::channel();
         let request = AckRequest { item, reply, slot };
         {
@@ -104,11 +114,11 @@ impl<S: AckSink> AckBatcher<S> {
                 state.waiting.push(request);
                 drop(state);
                 self.riders.arrived.notify_one();
-            } else {
-                self.task.send(request).map_err(|_| Error::Stopped)?;
+            } else if let Err(mpsc::error::SendError(request)) = self.task.send(request) {
+                return (Err(Error::Stopped), request.slot);
             }
         }
-        answer.await.map_err(|_| Error::Stopped)?
+        answer.await.unwrap_or((Err(Error::Stopped), None))
     }
 
     /// The boss claims again as soon as a slot frees (`true`), and takes the acks that lend
@@ -130,58 +140,72 @@ impl<S: AckSink> AckBatcher<S> {
         self.riders.arrived.notified().await;
     }
 
-    /// Up to `max` of the acks waiting for the boss, and their slots.
-    pub(crate) fn take(&self, max: usize) -> (Riders<S::Item>, Vec<OwnedSemaphorePermit>) {
+    /// Up to `max` of the acks waiting for the boss, with their slots. When more wait, the
+    /// boss is woken again for them (one wake-up may stand for many acks).
+    pub(crate) fn take(&self, max: usize) -> Riders<S::Item> {
         let mut state = self.state();
         let n = state.waiting.len().min(max);
         let mut riders = Riders {
             items: Vec::with_capacity(n),
             replies: Vec::with_capacity(n),
         };
-        let mut slots = Vec::with_capacity(n);
         for r in state.waiting.drain(..n) {
             riders.items.push(r.item);
-            riders.replies.push(r.reply);
-            slots.extend(r.slot);
+            riders.replies.push((r.reply, r.slot));
         }
-        (riders, slots)
+        let more = !state.waiting.is_empty();
+        drop(state);
+        if more {
+            self.riders.arrived.notify_one();
+        }
+        riders
     }
 }
 
-/// Acks taken onto a claim: the items go in the call, the replies wait for its answer.
+/// Acks taken onto a claim: the items go in the call, the replies (and the slots lent) wait
+/// for its answer.
 pub(crate) struct Riders<I> {
     pub(crate) items: Vec<I>,
-    replies: Vec<oneshot::Sender<Result<bool, Error>>>,
+    replies: Vec<(oneshot::Sender<Answer>, Option<OwnedSemaphorePermit>)>,
 }
 
 impl<I> Riders<I> {
-    /// Answers each ack: the call's answers in order, or its error.
-    pub(crate) fn answer(self, answers: Result<&[bool], Arc<Error>>) {
-        answer(self.replies, answers);
+    /// The slots they lend.
+    pub(crate) fn lent(&self) -> usize {
+        self.replies.iter().filter(|r| r.1.is_some()).count()
+    }
+
+    /// Answers each ack: the call's answers in order (their slots are the caller's now), or
+    /// its error (the slots go back to the runs).
+    pub(crate) fn answer(self, answers: Result<&[bool], Arc<Error>>) -> Vec<OwnedSemaphorePermit> {
+        answer(self.replies, answers)
     }
 }
 
+/// Answers acks; returns the slots freed (none after an error: they went back).
 fn answer(
-    replies: impl IntoIterator<Item = oneshot::Sender<Result<bool, Error>>>,
+    replies: Vec<(oneshot::Sender<Answer>, Option<OwnedSemaphorePermit>)>,
     answers: Result<&[bool], Arc<Error>>,
-) {
+) -> Vec<OwnedSemaphorePermit> {
+    let mut freed = Vec::new();
     match answers {
         Ok(acked) => {
-            for (reply, ok) in replies.into_iter().zip(acked) {
-                let _ = reply.send(Ok(*ok));
+            for ((reply, slot), ok) in replies.into_iter().zip(acked) {
+                let _ = reply.send((Ok(*ok), None));
+                freed.extend(slot);
             }
         }
         Err(shared) => {
-            for reply in replies {
-                let _ = reply.send(Err(Error::Shared(shared.clone())));
+            for (reply, slot) in replies {
+                let _ = reply.send((Err(Error::Shared(shared.clone())), slot));
             }
         }
     }
+    freed
 }
 
 async fn run<S: AckSink>(sink: S, mut requests: mpsc::UnboundedReceiver<AckRequest<S::Item>>) {
     let mut replies = Vec::new();
-    let mut slots = Vec::new();
     while let Some(first) = requests.recv().await {
         // Handlers finish together (their messages were claimed together): those already woken
         // run first and queue theirs, so that the first ack of a burst does not go alone.
@@ -191,16 +215,16 @@ async fn run<S: AckSink>(sink: S, mut requests: mpsc::UnboundedReceiver<AckReque
         let mut next = Some(first);
         while let Some(r) = next.take() {
             items.push(r.item);
-            replies.push(r.reply);
-            slots.extend(r.slot);
+            replies.push((r.reply, r.slot));
             if replies.len() < MAX_BATCH {
                 next = requests.try_recv().ok();
             }
         }
-        match sink.ack_all(items).await {
-            Ok(acked) => answer(replies.drain(..), Ok(&acked)),
-            Err(e) => answer(replies.drain(..), Err(Arc::new(e))),
-        }
-        slots.clear();
+        let answers = match sink.ack_all(items).await {
+            Ok(acked) => answer(std::mem::take(&mut replies), Ok(&acked)),
+            Err(e) => answer(std::mem::take(&mut replies), Err(Arc::new(e))),
+        };
+        // Answered: the slots lent are free.
+        drop(answers);
     }
 }

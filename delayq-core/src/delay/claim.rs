@@ -90,14 +90,14 @@ impl TopicQueue {
         self.claim_acking(max, lease, &[]).await
     }
 
-    /// [`claim_due`](Self::claim_due) carrying acks: the acks are done first, in the same
-    /// script call, paused or not (so what they free is free for this claim), and their
-    /// answers are [`ClaimBatch::acked`], as [`ack`](Self::ack)'s. Beyond 1,000 acks, the
-    /// rest go in calls of their own first.
+    /// [`claim_due`](Self::claim_due) carrying acks: the acks are done in the same script
+    /// call, after the claim (a claim that fails fails before them), paused or not, and
+    /// their answers are [`ClaimBatch::acked`], as [`ack`](Self::ack)'s. Beyond 1,000 acks,
+    /// the rest go in calls of their own first.
     ///
     /// # Errors
     /// As `claim_due`'s; when the call fails, the acks' outcome is unknown, as when an ack
-    /// call fails.
+    /// call fails (an error the script raised: not done).
     pub async fn claim_acking(
         &self,
         max: usize,
@@ -176,11 +176,16 @@ impl TopicQueue {
                     match Envelope::parse(&raw).and_then(|e| e.delivered(token)) {
                         Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
                         Err(why) => {
-                            let buried: i64 = self.invoke(&scripts::bury(k, &id, token)).await?;
-                            let done = if buried == 1 {
-                                "moved to the dead letters"
-                            } else {
-                                "left"
+                            // Not `?`: the acks that rode on the claim were done, and their
+                            // answers must reach the runs.
+                            let buried = self.invoke::<i64>(&scripts::bury(k, &id, token)).await;
+                            let done = match buried {
+                                Ok(1) => "moved to the dead letters".to_string(),
+                                Ok(_) => "left".to_string(),
+                                Err(e) => format!(
+                                    "left in flight (moving it to the dead letters failed: {e}); \
+                                     it is delivered again after its ack deadline"
+                                ),
                             };
                             batch.undeliverable.push((id, format!("{why}; {done}")));
                         }

@@ -72,18 +72,20 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         } else {
             0
         };
-        let (riders, lent) = topic.acks.take(ride);
-        permits.extend(lent);
-        while permits.len() < MAX_CLAIM_BATCH {
+        // The slots the riders lend are this claim's once their acks are answered (if the call
+        // fails, they go back to the runs, which retry their acks).
+        let riders = topic.acks.take(ride);
+        let lent = riders.lent();
+        while permits.len() + lent < MAX_CLAIM_BATCH {
             match topic.slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
                 Err(_) => break,
             }
         }
-        if permits.is_empty() {
+        let asked = permits.len() + lent;
+        if asked == 0 {
             continue; // woken for an ack already taken
         }
-        let asked = permits.len();
         let sent = Instant::now();
         let result = topic
             .queue
@@ -92,14 +94,14 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         let replied = Instant::now();
         let batch = match result {
             Ok(batch) => {
-                riders.answer(Ok(&batch.acked));
+                permits.extend(riders.answer(Ok(&batch.acked)));
                 topic.health.ok();
                 retry.reset();
                 batch
             }
             Err(error) => {
                 let error = Arc::new(error);
-                riders.answer(Err(error.clone()));
+                drop(riders.answer(Err(error.clone())));
                 topic.health.failed(&error);
                 riding.set(false);
                 drop(permits);

@@ -79,13 +79,15 @@ impl Claim {
         self.slot.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// Acks, the slot going along when given (`Some` rides on the boss's next claim).
+    /// Acks, the slot going along when given (`Some` rides on the boss's next claim). After
+    /// an error the slot is the run's again: it holds it while it retries.
     async fn ack_with(&self, slot: Option<OwnedSemaphorePermit>) -> Result<(), AckError> {
-        if self
-            .acks
-            .ack((self.id.clone(), self.token, self.dedup_ms), slot)
-            .await?
-        {
+        let receipt = (self.id.clone(), self.token, self.dedup_ms);
+        let (answer, back) = self.acks.ack_lending(receipt, slot).await;
+        if back.is_some() {
+            *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = back;
+        }
+        if answer? {
             self.handled(Outcome::Ok);
             self.entry.settle();
             Ok(())

@@ -109,7 +109,7 @@ impl Settle for StreamClaim {
     }
 
     async fn ack(&self) -> Result<(), AckError> {
-        if self.acks.ack(self.id.clone(), None).await? {
+        if self.acks.ack(self.id.clone()).await? {
             self.meter.handled(Outcome::Ok, 1);
             self.entry.settle();
             Ok(())

@@ -44,7 +44,7 @@ fn entry_run(
         let acks = stream.acks.clone();
         return Either::Left(async move {
             drop(permit);
-            let _ = acks.ack(entry.id, None).await;
+            let _ = acks.ack(entry.id).await;
         });
     }
     let span = tracing::warn_span!(

@@ -20,8 +20,9 @@
 --   message of a hot key is moved about once, and the other keys' due messages are claimed
 --   at once. The set expires once its latest time has passed.
 -- ARGV[7] n, then the acks that ride on this claim, as ack.lua's from its ARGV[3] (see
---   `ack_receipts` in prelude.lua; n is 0 or absent for none): done first, paused or not, so
---   that what they free is free for this claim.
+--   `ack_receipts` in prelude.lua; n is 0 or absent for none): done last, paused or not, so
+--   that a claim that fails (Redis does not undo what a script wrote before an error) fails
+--   before them, and they are sent again.
 -- KEYS[15], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
@@ -37,9 +38,12 @@
 -- letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
 -- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
 local now_micros = now_us()
-local acks = table.concat(ack_receipts(7, math.floor(now_micros / 1000), true))
+-- The acks riding on this claim, as the answer's string.
+local function ride()
+  return table.concat(ack_receipts(7, math.floor(now_micros / 1000), true))
+end
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
-if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0, acks } end
+if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0, ride() } end
 local now = math.floor(now_micros / 1000)
 promote(now)
 local limit = tonumber(ARGV[3])
@@ -242,7 +246,7 @@ if interval and #ids > 0 then
   tat = tat + used
   redis.call('HSET', KEYS[9], 'rate_tat', string.format('%d', math.ceil(tat)))
 end
-local out = { now_micros, -1, -1, 0, 0, acks }
+local out = { now_micros, -1, -1, 0, 0, '' }
 if #ids > 0 then
   local inflight_was_empty = inflight_count() == 0
   -- Numbers go to Redis as strings made once (Redis would format each with %.17g).
@@ -322,4 +326,5 @@ out[3] = head or -1
 if #ids > 0 and (next == -1 or next > now) then
   wake(WAKE_CLAIMED .. string.format('%d:%d', next, now_micros))
 end
+out[6] = ride()
 return out
