@@ -5,70 +5,124 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::MAX_CLAIM_BATCH;
+use delayq_core::protocol::{ClaimBatch, Receipt, TopicQueue, MAX_CLAIM_BATCH};
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::sleep::{local_time, sleep_to_due, Race, BOSS_SAFETY_SLEEP};
 use super::topic::{self, TopicRuntime};
+use crate::ack_batcher::Riders;
 use crate::health::RetryDelay;
 use crate::worker;
 
-/// How long a boss with nothing due sleeps before looking again, in case a wake-up was lost.
-pub(crate) const BOSS_SAFETY_SLEEP: Duration = Duration::from_secs(300);
-/// The last part of a boss's sleep to a due time, slept precisely (see `sleep_to_due`).
-const PRECISE_TAIL: Duration = Duration::from_millis(3);
-/// How much later than the due time a boss claims when another process took the last due
-/// time it woke for: the one that claims first announces what it took (pub/sub, well under a
-/// millisecond on one network), so the others sleep on to the next due time instead of all
-/// claiming for nothing. Only when that one stops claiming (it stopped, or has no free slot)
-/// does a due message wait this long.
-const DEFER: Duration = Duration::from_millis(30);
-/// An announcement this close (Redis' clock) to an empty claim at a due time says another
-/// process took that due time.
-const RACE_WINDOW_US: u64 = 50_000;
+/// A claim call on its way, with what it asked for, the slots it holds and the acks riding on
+/// it; then its answer.
+struct Flight {
+    asked: usize,
+    permits: Vec<OwnedSemaphorePermit>,
+    riders: Riders<Receipt>,
+    sent: Instant,
+    result: Result<ClaimBatch, delayq_core::Error>,
+    replied: Instant,
+}
 
-/// What a boss knows of the race for due times with other processes' bosses.
-#[derive(Default)]
-struct Race {
-    /// Another process took the last due time this boss woke for: claim `DEFER` late.
-    defer: bool,
-    /// Redis' time (µs) of this boss's last claim, and whether it came back empty at a due
-    /// time.
-    claimed_us: u64,
-    lost: bool,
-    /// The last claim left due messages to the rate limit: sleep to its time, not woken by
-    /// sends.
-    deaf: bool,
+async fn fly(
+    queue: TopicQueue,
+    ack_timeout: Duration,
+    permits: Vec<OwnedSemaphorePermit>,
+    riders: Riders<Receipt>,
+) -> Flight {
+    let asked = permits.len() + riders.lent();
+    let sent = Instant::now();
+    let result = queue.claim_acking(asked, ack_timeout, &riders.items).await;
+    Flight {
+        asked,
+        permits,
+        riders,
+        sent,
+        result,
+        replied: Instant::now(),
+    }
+}
+
+/// What the boss does once no claim call is on its way.
+enum Next {
+    /// Claim as soon as a slot frees (more may be due).
+    Claim,
+    /// Sleep to the next due time (`sleep_to_due`'s deadline and clock).
+    Sleep(Instant, (u64, Instant)),
+    /// The call failed: claim again after the retry delay.
+    Retry,
+    /// The topic is paused: wait for a resume.
+    Paused,
 }
 
 pub(crate) async fn run(topic: Arc<TopicRuntime>) {
-    let mut retry = RetryDelay::new();
     let ack_timeout = topic.options.ack_timeout();
-    let mut race = Race::default();
-    let mut at_due = false;
-    let mut paused = false;
+    let mut boss = Boss {
+        topic: &topic,
+        retry: RetryDelay::new(),
+        race: Race::default(),
+        at_due: false,
+        paused: false,
+        riding: Riding::new(&topic),
+    };
     topic.meter.paused(false);
-    // While this boss claims again as soon as a slot frees (its last claim took all it asked
-    // for), the acks of handlers that returned ride on its claims, with their slots (see
-    // `ack_batcher.rs`); whenever it stops, what waits goes to the ack task.
-    let mut riding = Riding::new(&topic);
-    while !topic.stop.is_cancelled() {
+    // A claim takes at most half the slots, and while its call is on its way (it took all it
+    // asked for before: more is due) a second may go: one half's call (its acks and the next
+    // claim) is in Redis while the other half's handlers run here. One call at a time for
+    // every slot would leave Redis idle while the handlers run and them idle while it works.
+    let most = (topic.options.concurrency as usize / 2).clamp(1, MAX_CLAIM_BATCH);
+    let mut flying = FuturesOrdered::new();
+    let mut next = Next::Claim;
+    loop {
+        if flying.is_empty() {
+            match std::mem::replace(&mut next, Next::Claim) {
+                Next::Claim => {}
+                Next::Sleep(deadline, clock) => {
+                    boss.at_due = sleep_to_due(&topic, deadline, clock, &mut boss.race).await;
+                }
+                Next::Retry => topic.pause(boss.retry.next_delay(), &topic.wake_boss).await,
+                Next::Paused => {
+                    // Nothing is claimed until a resume wakes this boss (the safety sleep
+                    // covers a lost wake-up); the script refuses claims meanwhile, so no
+                    // process slips one in.
+                    tokio::select! {
+                        _ = topic.wake_boss.notified() => {}
+                        _ = tokio::time::sleep(BOSS_SAFETY_SLEEP) => {}
+                        _ = topic.stop.cancelled() => {}
+                    }
+                }
+            }
+            if topic.stop.is_cancelled() {
+                return;
+            }
+        }
+        // Once stopped, the calls on their way land (their deliveries run and are handed back
+        // at the end) and no new one goes.
+        let launch =
+            flying.len() < 2 && (flying.is_empty() || boss.riding.on) && !topic.stop.is_cancelled();
         let first = tokio::select! {
-            permit = topic.slots.clone().acquire_owned() => match permit {
+            Some(flight) = flying.next(), if !flying.is_empty() => {
+                next = boss.land(flight);
+                continue;
+            }
+            permit = topic.slots.clone().acquire_owned(), if launch => match permit {
                 Ok(p) => Some(p),
                 Err(_) => return,
             },
-            _ = topic.acks.arrived(), if riding.on => None,
-            _ = topic.stop.cancelled() => return,
+            _ = topic.acks.arrived(), if launch && boss.riding.on => None,
+            _ = topic.stop.cancelled(), if flying.is_empty() => return,
         };
         let mut permits: Vec<OwnedSemaphorePermit> = first.into_iter().collect();
         // Slots free together (an ack call answers many handlers at once): the handlers already
         // woken run first and free theirs (or hand their acks over), so that one claim takes
         // them all (a few µs, against a call of one message each).
         tokio::task::yield_now().await;
-        let ride = if riding.on {
-            MAX_CLAIM_BATCH - permits.len()
+        let ride = if boss.riding.on {
+            most - permits.len()
         } else {
             0
         };
@@ -76,63 +130,74 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         // fails, they go back to the runs, which retry their acks).
         let riders = topic.acks.take(ride);
         let lent = riders.lent();
-        while permits.len() + lent < MAX_CLAIM_BATCH {
+        while permits.len() + lent < most {
             match topic.slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
                 Err(_) => break,
             }
         }
-        let asked = permits.len() + lent;
-        if asked == 0 {
+        if permits.len() + lent == 0 {
             continue; // woken for an ack already taken
         }
-        let sent = Instant::now();
-        let result = topic
-            .queue
-            .claim_acking(asked, ack_timeout, &riders.items)
-            .await;
-        let replied = Instant::now();
+        flying.push_back(fly(topic.queue.clone(), ack_timeout, permits, riders));
+    }
+}
+
+/// The boss's state between calls.
+struct Boss<'a> {
+    topic: &'a Arc<TopicRuntime>,
+    retry: RetryDelay,
+    race: Race,
+    /// The last sleep ended at a due time (only the first claim after it can lose the race).
+    at_due: bool,
+    paused: bool,
+    riding: Riding<'a>,
+}
+
+impl Boss<'_> {
+    /// A claim call answered: its acks answered, its deliveries started; what to do next.
+    fn land(&mut self, flight: Flight) -> Next {
+        let topic = self.topic;
+        let Flight {
+            asked,
+            mut permits,
+            riders,
+            sent,
+            result,
+            replied,
+        } = flight;
         let batch = match result {
             Ok(batch) => {
                 permits.extend(riders.answer(Ok(&batch.acked)));
                 topic.health.ok();
-                retry.reset();
+                self.retry.reset();
                 batch
             }
             Err(error) => {
                 let error = Arc::new(error);
                 drop(riders.answer(Err(error.clone())));
                 topic.health.failed(&error);
-                riding.set(false);
-                drop(permits);
-                topic.pause(retry.next_delay(), &topic.wake_boss).await;
-                continue;
+                self.riding.set(false);
+                return Next::Retry;
             }
         };
-        if batch.paused != paused {
-            paused = batch.paused;
-            topic.meter.paused(paused);
-            tracing::info!(topic = %topic.name, paused, "topic {}", if paused { "paused" } else { "resumed" });
+        if batch.paused != self.paused {
+            self.paused = batch.paused;
+            topic.meter.paused(self.paused);
+            tracing::info!(topic = %topic.name, paused = self.paused, "topic {}", if self.paused { "paused" } else { "resumed" });
         }
-        if paused {
-            riding.set(false);
-            // Nothing is claimed until a resume wakes this boss (the safety sleep covers a
-            // lost wake-up); the script refuses claims meanwhile, so no process slips one in.
-            drop(permits);
-            tokio::select! {
-                _ = topic.wake_boss.notified() => {}
-                _ = tokio::time::sleep(BOSS_SAFETY_SLEEP) => {}
-                _ = topic.stop.cancelled() => return,
-            }
-            continue;
+        if self.paused {
+            self.riding.set(false);
+            return Next::Paused;
         }
         for (id, why) in &batch.undeliverable {
             tracing::error!(topic = %topic.name, %id, reason = %why, "claimed a message that cannot be delivered");
         }
         let got = batch.claimed.len() + batch.undeliverable.len();
+        let race = &mut self.race;
         race.claimed_us = batch.now_us;
         // Only the first claim after sleeping to a due time can lose the race for it.
-        race.lost = std::mem::take(&mut at_due) && got == 0;
+        race.lost = std::mem::take(&mut self.at_due) && got == 0;
         if got > 0 {
             race.defer = false;
         }
@@ -151,18 +216,17 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         }
         drop(permits);
         if got == asked {
-            riding.set(true);
-            continue; // more may be due right now
+            self.riding.set(true);
+            return Next::Claim; // more may be due right now
         }
-        riding.set(false);
+        self.riding.set(false);
         // Redis ran the claim about half a round trip before the reply arrived: Redis' time
         // `now_us` was then, here.
         let clock = (batch.now_us, replied - replied.duration_since(sent) / 2);
-        let deadline = local_time(batch.next_due_ms, clock);
         // Held back by the rate limit: no send or retry can make a claim before the limit's
         // time take anything, so their wake-ups are not heard until then.
         race.deaf = batch.rate_limited;
-        at_due = sleep_to_due(&topic, deadline, clock, &mut race).await;
+        Next::Sleep(local_time(batch.next_due_ms, clock), clock)
     }
 }
 
@@ -188,68 +252,5 @@ impl<'a> Riding<'a> {
 impl Drop for Riding<'_> {
     fn drop(&mut self) {
         self.set(false);
-    }
-}
-
-/// When Redis' `due_ms` comes here, given Redis' time `now_us` was `then` here; the safety
-/// sleep when nothing waits.
-fn local_time(due_ms: Option<u64>, (now_us, then): (u64, Instant)) -> Instant {
-    match due_ms {
-        Some(due) => {
-            let remaining = Duration::from_micros((due * 1000).saturating_sub(now_us));
-            then + remaining.min(BOSS_SAFETY_SLEEP)
-        }
-        None => then + BOSS_SAFETY_SLEEP,
-    }
-}
-
-/// The boss's sleep until the next due time; `true` when it ends there (not woken). tokio's
-/// timer wakes up to a millisecond or two late, so the last few milliseconds are slept on a
-/// blocking-pool thread, whose sleep is precise to tens of microseconds. Wake-ups still
-/// interrupt the long part; an announcement that a claim (here or elsewhere) took what was
-/// due moves the sleep to the next due time it names, with no call.
-async fn sleep_to_due(
-    topic: &TopicRuntime,
-    mut deadline: Instant,
-    clock: (u64, Instant),
-    race: &mut Race,
-) -> bool {
-    loop {
-        let target = if race.defer {
-            deadline + DEFER
-        } else {
-            deadline
-        };
-        if let Some(coarse) = target.checked_sub(PRECISE_TAIL) {
-            if coarse > Instant::now() {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(coarse) => {}
-                    _ = topic.wake_boss.notified(), if !race.deaf => return false,
-                    _ = topic.rouse.notified(), if race.deaf => return false,
-                    _ = topic.claimed.notified() => {
-                        let (next_ms, at_us) = topic.claimed_next();
-                        if race.lost && at_us.abs_diff(race.claimed_us) < RACE_WINDOW_US {
-                            race.defer = true;
-                        }
-                        // Only news after this boss's own last claim moves its sleep. It also
-                        // ends a wait on the rate limit: another process claimed, perhaps the
-                        // last due message, and then stopped or filled its slots; sends must be
-                        // heard again (at most one empty claim per announcement, until this
-                        // boss's next claim finds the limit again).
-                        if at_us > race.claimed_us {
-                            deadline = local_time(next_ms, clock);
-                            race.deaf = false;
-                        }
-                        continue;
-                    }
-                    _ = topic.stop.cancelled() => return false,
-                }
-            }
-        }
-        let tail = target.saturating_duration_since(Instant::now());
-        if !tail.is_zero() {
-            let _ = tokio::task::spawn_blocking(move || std::thread::sleep(tail)).await;
-        }
-        return true;
     }
 }

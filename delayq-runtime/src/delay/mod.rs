@@ -3,7 +3,8 @@
 //! - `registration.rs`: what the macro registers; `message.rs`: `Message<T>` and how a
 //!   handler is called with a claimed message.
 //! - `topic.rs`: one topic at run time (what its pools share) and the run of one message.
-//! - `boss.rs`: sleeps until the next due time, claims as many as there are free slots.
+//! - `boss.rs`: claims as many as there are free slots (up to two calls on their way while
+//!   more is due, acks riding on them), and sleeps until the next due time (`sleep.rs`).
 //! - `back.rs`: re-delivers claims whose ack deadline passed, by the earliest deadline.
 //! - `claim.rs`: one delivery's hold on its message (renew, ack, nack), with the books.
 //! - `wake.rs`: the pub/sub subscriber that wakes a topic's boss or back pool.
@@ -13,6 +14,7 @@ pub(crate) mod boss;
 mod claim;
 mod message;
 mod registration;
+mod sleep;
 mod topic;
 mod wake;
 
