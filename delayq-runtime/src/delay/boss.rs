@@ -2,6 +2,7 @@
 //! are free slots, starts a worker for each, and sleeps until the next due time when nothing
 //! is due (or until a wake-up says an earlier message arrived).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,6 +143,9 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         if permits.len() + lent == 0 {
             continue; // woken for an ack already taken
         }
+        topic
+            .claims_on_way
+            .fetch_add(permits.len() + lent, Ordering::Relaxed);
         flying.push_back(fly(topic.queue.clone(), ack_timeout, permits, riders));
     }
 }
@@ -169,6 +173,7 @@ impl Boss<'_> {
             result,
             replied,
         } = flight;
+        topic.claims_on_way.fetch_sub(asked, Ordering::Relaxed);
         let batch = match result {
             Ok(batch) => {
                 permits.extend(riders.answer(Ok(&batch.acked)));

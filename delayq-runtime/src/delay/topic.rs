@@ -1,7 +1,7 @@
 //! One listener's topic at run time: what its boss, back pool and workers share.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ pub(crate) struct TopicRuntime {
     claimed_next: std::sync::Mutex<(i64, u64)>,
     /// Deliveries claimed here and not yet settled, handed back at shutdown.
     pub(crate) books: Arc<TopicBooks>,
+    /// Messages the boss's claim calls on their way asked for: a shutdown that ends the boss
+    /// before they answer cannot hand back what they took, and counts them as not returned.
+    pub(crate) claims_on_way: AtomicUsize,
     /// Cancelled when the runtime stops claiming.
     pub(crate) stop: CancellationToken,
     /// Cancelled when the shutdown grace is over: running handlers are aborted.
@@ -126,6 +129,7 @@ impl TopicRuntime {
             claimed: Notify::new(),
             claimed_next: std::sync::Mutex::new((-1, 0)),
             books: Arc::default(),
+            claims_on_way: AtomicUsize::new(0),
             stop,
             abort,
             health: Health::new(format!("topic {}", registration.topic)),

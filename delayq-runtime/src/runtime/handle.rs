@@ -252,6 +252,19 @@ impl Shared {
                 }
             }
         }
+        for t in &self.topics {
+            // A claim call on its way when the boss ended (the grace ran out while Redis had
+            // not answered): what it took can be neither run nor handed back.
+            let on_way = t.claims_on_way.load(std::sync::atomic::Ordering::Relaxed);
+            if on_way > 0 {
+                unreturned += on_way;
+                tracing::error!(
+                    topic = %t.name,
+                    count = on_way,
+                    "a claim was on its way when the shutdown ended it; the messages it took (up to this many) are delivered again after their ack deadline"
+                );
+            }
+        }
         for s in &self.streams {
             let (n, failed) = hand_back_entries(s, hand_back_end).await;
             handed_back += n;
