@@ -96,7 +96,7 @@ static C2_SEEN: Seen<u32> = Seen::new();
 async fn c2_handler(msg: Message<u32>) {
     let now = C2_RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
     C2_MAX.fetch_max(now, Ordering::SeqCst);
-    if *msg.payload() % 3 == 0 {
+    if msg.payload().is_multiple_of(3) {
         tokio::task::yield_now().await;
     } else {
         tokio::time::sleep(Duration::from_millis(1)).await;

@@ -3,13 +3,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq_core::protocol::MAX_CLAIM_BATCH;
 use delayq_core::{Error, Producer, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::EffectiveConfig;
+use super::hand_back::{hand_back_claims, hand_back_entries};
 use super::probe::{Health, Probe};
 use crate::delay::TopicRuntime;
 use crate::stream::StreamRuntime;
@@ -19,8 +19,6 @@ use crate::stream::StreamRuntime;
 /// within `shutdown_grace` + 5 s even when Redis is frozen or gone.
 const STRAGGLER_WAIT: Duration = Duration::from_secs(1);
 const HAND_BACK_WAIT: Duration = Duration::from_secs(3);
-/// How many ids of unreturned claims a shutdown log line lists.
-const LOGGED_IDS: usize = 20;
 
 /// A running runtime. [`shutdown`](RuntimeHandle::shutdown) stops it gracefully; dropping it
 /// stops it at once (claimed messages are then delivered again after their ack deadline).
@@ -226,44 +224,9 @@ impl Shared {
         let hand_back_end = Instant::now() + HAND_BACK_WAIT;
         let (mut handed_back, mut unreturned) = (0, 0);
         for t in &self.topics {
-            let unsettled = t.books.take_unsettled();
-            for chunk in unsettled.chunks(MAX_CLAIM_BATCH) {
-                match tokio::time::timeout_at(hand_back_end, t.queue.release(chunk)).await {
-                    Ok(Ok(n)) => handed_back += n,
-                    outcome => {
-                        unreturned += chunk.len();
-                        let error = match outcome {
-                            Ok(Err(e)) => e.to_string(),
-                            _ => "Redis did not answer before the shutdown deadline".to_string(),
-                        };
-                        let ids: Vec<&str> = chunk
-                            .iter()
-                            .take(LOGGED_IDS)
-                            .map(|(id, _)| id.as_str())
-                            .collect();
-                        tracing::error!(
-                            topic = %t.name,
-                            %error,
-                            count = chunk.len(),
-                            ?ids,
-                            "could not hand claimed messages back; they are delivered again after their ack deadline"
-                        );
-                    }
-                }
-            }
-        }
-        for t in &self.topics {
-            // A claim call on its way when the boss ended (the grace ran out while Redis had
-            // not answered): what it took can be neither run nor handed back.
-            let on_way = t.claims_on_way.load(std::sync::atomic::Ordering::Relaxed);
-            if on_way > 0 {
-                unreturned += on_way;
-                tracing::error!(
-                    topic = %t.name,
-                    count = on_way,
-                    "a claim was on its way when the shutdown ended it; the messages it took (up to this many) are delivered again after their ack deadline"
-                );
-            }
+            let (n, failed) = hand_back_claims(t, hand_back_end).await;
+            handed_back += n;
+            unreturned += failed;
         }
         for s in &self.streams {
             let (n, failed) = hand_back_entries(s, hand_back_end).await;
@@ -294,39 +257,6 @@ async fn all_idle(topics: &[Arc<TopicRuntime>], streams: &[Arc<StreamRuntime>]) 
         );
     let waits = slots.map(|(slots, n)| async move { slots.acquire_many_owned(n).await.map(drop) });
     futures_util::future::join_all(waits).await;
-}
-
-/// Hands a stream's unsettled entries back (takeable at once, the delivery not counted) and
-/// leaves its alive set; (handed back, not handed back).
-async fn hand_back_entries(s: &StreamRuntime, deadline: Instant) -> (usize, usize) {
-    let unsettled = s.books.take_unsettled();
-    let mut handed_back = 0;
-    let leave = tokio::time::timeout_at(deadline, s.group.leave()).await;
-    if !matches!(leave, Ok(Ok(()))) {
-        tracing::debug!(stream = %s.stream, group = %s.group_name, "could not leave the alive set; it expires by itself");
-    }
-    for chunk in unsettled.chunks(MAX_CLAIM_BATCH) {
-        match tokio::time::timeout_at(deadline, s.group.hand_back(chunk, s.min_idle())).await {
-            Ok(Ok(n)) => handed_back += n,
-            outcome => {
-                let error = match outcome {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "Redis did not answer before the shutdown deadline".to_string(),
-                };
-                let ids: Vec<&str> = chunk.iter().take(LOGGED_IDS).map(|id| &**id).collect();
-                tracing::error!(
-                    stream = %s.stream,
-                    group = %s.group_name,
-                    %error,
-                    count = chunk.len(),
-                    ?ids,
-                    "could not hand entries back; another consumer takes them over after min_idle"
-                );
-                return (handed_back, unsettled.len() - handed_back);
-            }
-        }
-    }
-    (handed_back, 0)
 }
 
 impl Drop for RuntimeHandle {

@@ -1,12 +1,13 @@
 //! The runtime's top layer, above every system: its settings and selection (`builder.rs`),
 //! spawning each system's tasks (`spawn/`), the running handle and graceful shutdown
-//! (`handle.rs`), `start()` with signal handling (`start.rs`), the Prometheus gauges
+//! (`handle.rs`; `hand_back.rs`: what it hands back), `start()` with signal handling (`start.rs`), the Prometheus gauges
 //! (`gauges.rs`), external configuration (`config.rs`), health (`probe.rs`) and the HTTP
 //! endpoint for metrics and health (`serve.rs`).
 
 mod builder;
 mod config;
 mod gauges;
+mod hand_back;
 mod handle;
 mod history;
 mod probe;
