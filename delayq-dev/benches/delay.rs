@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::{command_stats, payload, Payload, TestRedis};
+use delayq_dev::{command_stats, delay_script_sha, payload, Payload, TestRedis};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
 
 /// Handler starts: (lateness in µs against the due time, when).
@@ -139,21 +139,6 @@ fn script_stats(redis: &TestRedis) -> (f64, f64) {
         usec += u;
     }
     (calls, usec)
-}
-
-/// The sha Redis gives a delay script as the runtime loads it (its prelude in front).
-fn script_sha(c: &mut redis::Connection, name: &str) -> String {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../delayq-core/src/scripts/delay/"
-    );
-    let read = |file: &str| std::fs::read_to_string(format!("{dir}{file}.lua")).expect("script");
-    let text = ["prelude", "far", "far_place", name].map(read).join("\n");
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(text)
-        .query(c)
-        .expect("SCRIPT LOAD")
 }
 
 /// CPU time (user + system, every thread) this process has used, µs.
@@ -306,7 +291,10 @@ impl Bench {
         self.send_spread(topic, 50_000, 0, 10_000).await;
         let server = &self.redis.data_nodes()[0];
         let mut c = server.connection();
-        let (claim, ack) = (script_sha(&mut c, "claim_due"), script_sha(&mut c, "ack"));
+        let (claim, ack) = (
+            delay_script_sha(&mut c, "claim_due"),
+            delay_script_sha(&mut c, "ack"),
+        );
         let _: () = redis::pipe()
             .cmd("CONFIG")
             .arg("SET")

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use delayq_core::{SendOptions, SendOutcome};
-use delayq_dev::{drained, keys, producer, runtime, RedisServer, Seen};
+use delayq_dev::{delay_script_sha, drained, keys, producer, runtime, RedisServer, Seen};
 use delayq_runtime::{delay_listener, Ack, Message};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -114,22 +114,6 @@ async fn drain_handler(_msg: Message<u32>) {
     DRAINED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The sha Redis gives a script of the delay system (its prelude in front, as
-/// `delay/scripts.rs` loads it).
-fn sha(server: &RedisServer, name: &str) -> String {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../delayq-core/src/scripts/delay/"
-    );
-    let read = |file: &str| std::fs::read_to_string(format!("{dir}{file}.lua")).unwrap();
-    let text = ["prelude", "far", "far_place", name].map(read).join("\n");
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(text)
-        .query(&mut server.connection())
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_drain_acks_on_its_claims_not_in_calls_of_their_own() {
     // Every command in the slow log, so that each script call can be told by its sha.
@@ -140,7 +124,11 @@ async fn a_drain_acks_on_its_claims_not_in_calls_of_their_own() {
     let p = producer(&server).await;
     let t = "ride.drain";
     let n = 3_000;
-    let (claim, ack) = (sha(&server, "claim_due"), sha(&server, "ack"));
+    let mut c = server.connection();
+    let (claim, ack) = (
+        delay_script_sha(&mut c, "claim_due"),
+        delay_script_sha(&mut c, "ack"),
+    );
     p.send_batch(t, (0..n).map(|i| (i, Duration::ZERO)))
         .await
         .unwrap();
