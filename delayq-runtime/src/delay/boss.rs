@@ -1,6 +1,8 @@
 //! The boss of a topic: waits for a free worker slot, claims as many due messages as there
-//! are free slots, starts a worker for each, and sleeps until the next due time when nothing
-//! is due (or until a wake-up says an earlier message arrived).
+//! are free slots (a third of the slots at most a call, two calls on their way while more is
+//! due, the acks of handlers that returned riding on them), starts a worker for each, and
+//! sleeps until the next due time when nothing is due (or until a wake-up says an earlier
+//! message arrived).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
