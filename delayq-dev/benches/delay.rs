@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::{command_stats, delay_script_sha, payload, Payload, TestRedis};
+use delayq_dev::{
+    command_stats, delay_script_sha, payload, slowlog_script_calls, Payload, TestRedis,
+};
 use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
 
 /// Handler starts: (lateness in µs against the due time, when).
@@ -320,34 +322,18 @@ impl Bench {
             .arg(10_000)
             .query(&mut c)
             .expect("slow log off");
-        let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-            .arg("GET")
-            .arg(-1)
-            .query(&mut c)
-            .expect("SLOWLOG GET");
+        let calls = slowlog_script_calls(&mut c);
         STARTS.lock().unwrap().clear();
         // (claims, acks, calls carrying one message, messages in all)
         let (mut claims, mut acks, mut single, mut carried) = (0.0, 0.0, 0.0, 0.0);
-        for entry in log {
-            let redis::Value::Array(fields) = entry else {
-                continue;
-            };
-            let Some(redis::Value::Array(args)) = fields.get(3) else {
-                continue;
-            };
-            let arg = |i: usize| match args.get(i) {
-                Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_string(),
-                _ => String::new(),
-            };
-            if !arg(0).eq_ignore_ascii_case("evalsha") {
-                continue;
-            }
-            let keys: usize = arg(2).parse().unwrap_or(0);
-            let argv = |n: usize| arg(2 + keys + n).parse::<f64>().unwrap_or(0.0);
-            let messages = if arg(1) == claim {
+        for args in calls {
+            let arg = |i: usize| args.get(i).map_or("", String::as_str);
+            let keys: usize = arg(1).parse().unwrap_or(0);
+            let argv = |n: usize| arg(1 + keys + n).parse::<f64>().unwrap_or(0.0);
+            let messages = if arg(0) == claim {
                 claims += 1.0;
                 argv(3) + argv(7) // asked, and the acks riding on it
-            } else if arg(1) == ack {
+            } else if arg(0) == ack {
                 acks += 1.0;
                 argv(3)
             } else {

@@ -50,3 +50,33 @@ pub fn delay_script_sha(c: &mut redis::Connection, name: &str) -> String {
         .query(c)
         .expect("SCRIPT LOAD")
 }
+
+/// The script calls in Redis' slow log (every command is there once `slowlog-log-slower-than`
+/// is 0): each EVALSHA's arguments after the command name (sha, number of keys, keys, then
+/// ARGV), at most the 31 Redis keeps.
+pub fn slowlog_script_calls(c: &mut redis::Connection) -> Vec<Vec<String>> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(c)
+        .expect("SLOWLOG GET");
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).to_string(),
+        _ => String::new(),
+    };
+    log.iter()
+        .filter_map(|entry| match entry {
+            redis::Value::Array(fields) => match fields.get(3) {
+                Some(redis::Value::Array(args)) => Some(args.iter().map(text).collect()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .filter_map(|args: Vec<String>| {
+            let (command, rest) = args.split_first()?;
+            command
+                .eq_ignore_ascii_case("evalsha")
+                .then(|| rest.to_vec())
+        })
+        .collect()
+}

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use delayq_core::{SendOptions, SendOutcome};
-use delayq_dev::{delay_script_sha, drained, keys, producer, runtime, RedisServer, Seen};
+use delayq_dev::{
+    delay_script_sha, drained, keys, producer, runtime, slowlog_script_calls, RedisServer, Seen,
+};
 use delayq_runtime::{delay_listener, Ack, Message};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -138,34 +140,11 @@ async fn a_drain_acks_on_its_claims_not_in_calls_of_their_own() {
         .unwrap();
     let rt = runtime(&server, &[t]).await;
     drained(&p, t, WAIT).await;
-    assert_eq!(DRAINED.load(Ordering::Relaxed), n as usize);
+    assert_eq!(DRAINED.load(Ordering::Relaxed), n);
     rt.shutdown().await.unwrap();
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query(&mut server.connection())
-        .unwrap();
-    let (mut claims, mut acks) = (0, 0);
-    for entry in log {
-        let redis::Value::Array(fields) = entry else {
-            continue;
-        };
-        let Some(redis::Value::Array(args)) = fields.get(3) else {
-            continue;
-        };
-        let arg = |i: usize| match args.get(i) {
-            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
-            _ => String::new(),
-        };
-        if arg(0) != "evalsha" {
-            continue;
-        }
-        if arg(1) == claim {
-            claims += 1;
-        } else if arg(1) == ack {
-            acks += 1;
-        }
-    }
+    let calls = slowlog_script_calls(&mut server.connection());
+    let claims = calls.iter().filter(|a| a[0] == claim).count();
+    let acks = calls.iter().filter(|a| a[0] == ack).count();
     eprintln!("{claims} claim calls, {acks} ack calls for {n} messages");
     assert_eq!(p.topic_stats(t).await.unwrap().last_minute.ok, n as u64);
     // Without riding, a drain sends about one ack call per claim call.
