@@ -192,10 +192,20 @@ impl<T: Clone> Seen<T> {
 
 /// A runtime running only `topics` against `server`, with a short shutdown grace.
 pub async fn runtime(server: &RedisServer, topics: &[&str]) -> delayq_runtime::RuntimeHandle {
+    runtime_at(&server.url(), topics, Duration::from_secs(2)).await
+}
+
+/// A runtime running only `topics` against the Redis at `url` (a proxy in front of a test
+/// server, say), with the shutdown grace `grace`.
+pub async fn runtime_at(
+    url: &str,
+    topics: &[&str],
+    grace: Duration,
+) -> delayq_runtime::RuntimeHandle {
     delayq_runtime::Runtime::builder()
-        .redis_url(server.url())
+        .redis_url(url)
         .topics(topics.iter().copied())
-        .shutdown_grace(Duration::from_secs(2))
+        .shutdown_grace(grace)
         .spawn()
         .await
         .expect("spawn the runtime")

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use delayq_dev::{keys, producer, sleep_ms, state, BlackholeProxy, RedisServer, Seen};
-use delayq_runtime::{delay_listener, Message, Runtime};
+use delayq_dev::{keys, producer, runtime_at, sleep_ms, state, BlackholeProxy, RedisServer, Seen};
+use delayq_runtime::{delay_listener, Message};
 
 // ------------------------------------------------------------------------------------------
 // 1. More than 1,000 acks waiting for the boss: it takes at most 1,000 a wake-up, and is
@@ -42,13 +42,7 @@ async fn thousands_of_returned_handlers_all_get_their_acks_out_promptly() {
     let t = "ride.many";
     // The runtime reaches Redis through a proxy that can slow its replies down.
     let proxy = BlackholeProxy::start(server.port());
-    let rt = Runtime::builder()
-        .redis_url(proxy.url())
-        .topics([t])
-        .shutdown_grace(Duration::from_secs(1))
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime_at(&proxy.url(), &[t], Duration::from_secs(1)).await;
     p.send_batch(t, (0..SHORT as u32).map(|i| (i, Duration::ZERO)))
         .await
         .unwrap();
@@ -133,13 +127,7 @@ async fn shutdown_waits_within_the_grace_for_an_ack_that_failed_once() {
     let server = RedisServer::start();
     let p = producer(&server).await;
     let t = "ride.shutack";
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .shutdown_grace(Duration::from_secs(10))
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime_at(&server.url(), &[t], Duration::from_secs(10)).await;
     let id = p.send(t, &7u32, Duration::ZERO).await.unwrap();
     SHUT_SEEN.wait_for(1, Duration::from_secs(10)).await;
     // Scripts refused for a second: the handler's first ack fails, the worker retries it.
@@ -186,13 +174,7 @@ async fn an_ack_applied_by_a_claim_that_then_failed_is_counted_as_handled() {
     let server = RedisServer::start();
     let p = producer(&server).await;
     let t = "ride.luaerr";
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .shutdown_grace(Duration::from_secs(5))
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime_at(&server.url(), &[t], Duration::from_secs(5)).await;
     let id = p.send(t, &1u32, Duration::ZERO).await.unwrap();
     LUA_SEEN.wait_for(1, Duration::from_secs(10)).await;
     // The boss's claim took all it asked for (1 of 1): it rides. The delayed set is broken by

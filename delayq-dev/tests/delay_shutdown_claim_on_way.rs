@@ -6,8 +6,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use delayq_dev::{producer, sleep_ms, state, BlackholeProxy, RedisServer, Seen};
-use delayq_runtime::{delay_listener, Error, Message, Runtime};
+use delayq_dev::{
+    producer, runtime, runtime_at, sleep_ms, state, BlackholeProxy, RedisServer, Seen,
+};
+use delayq_runtime::{delay_listener, Error, Message};
 
 // ------------------------------------------------------------------------------------------
 // 1. A claim call on its way at shutdown whose reply comes after the grace: the boss is
@@ -32,13 +34,7 @@ async fn a_claim_on_its_way_at_shutdown_is_handed_back_or_counted() {
     let p = producer(&server).await;
     let t = "flight.flight";
     let proxy = BlackholeProxy::start(server.port());
-    let rt = Runtime::builder()
-        .redis_url(proxy.url())
-        .topics([t])
-        .shutdown_grace(Duration::from_secs(1))
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime_at(&proxy.url(), &[t], Duration::from_secs(1)).await;
     let mut ids = vec![p.send(t, &0u32, Duration::ZERO).await.unwrap()];
     FLIGHT_SEEN.wait_for(1, Duration::from_secs(10)).await;
     sleep_ms(200).await; // the boss sleeps again (nothing due)
@@ -111,12 +107,7 @@ async fn concurrency_two_holds_with_two_calls_on_their_way() {
     let server = RedisServer::start();
     let p = producer(&server).await;
     let t = "flight.c2";
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics([t])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime(&server, &[t]).await;
     p.send_batch(t, (0..600u32).map(|i| (i, Duration::ZERO)))
         .await
         .unwrap();

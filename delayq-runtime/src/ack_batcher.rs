@@ -205,13 +205,13 @@ fn answer(
 }
 
 async fn run<S: AckSink>(sink: S, mut requests: mpsc::UnboundedReceiver<AckRequest<S::Item>>) {
-    let mut replies = Vec::new();
     while let Some(first) = requests.recv().await {
         // Handlers finish together (their messages were claimed together): those already woken
         // run first and queue theirs, so that the first ack of a burst does not go alone.
         tokio::task::yield_now().await;
         // The items go to the sink by value, the replies (and slots) wait here.
         let mut items = Vec::with_capacity(requests.len().min(MAX_BATCH - 1) + 1);
+        let mut replies = Vec::with_capacity(items.capacity());
         let mut next = Some(first);
         while let Some(r) = next.take() {
             items.push(r.item);
@@ -220,11 +220,11 @@ async fn run<S: AckSink>(sink: S, mut requests: mpsc::UnboundedReceiver<AckReque
                 next = requests.try_recv().ok();
             }
         }
-        let answers = match sink.ack_all(items).await {
-            Ok(acked) => answer(std::mem::take(&mut replies), Ok(&acked)),
-            Err(e) => answer(std::mem::take(&mut replies), Err(Arc::new(e))),
+        let freed = match sink.ack_all(items).await {
+            Ok(acked) => answer(replies, Ok(&acked)),
+            Err(e) => answer(replies, Err(Arc::new(e))),
         };
         // Answered: the slots lent are free.
-        drop(answers);
+        drop(freed);
     }
 }

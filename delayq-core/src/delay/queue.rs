@@ -1,5 +1,6 @@
 //! The consumer side of one topic: extend, nack, release and requeue (claim and ack are in
-//! `claim.rs`), each one script call. The runtime drives these; they hold no state and start no tasks.
+//! `claim.rs`), each one script call. The runtime drives these; they hold no state and start
+//! no tasks.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;

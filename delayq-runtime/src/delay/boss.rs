@@ -33,11 +33,10 @@ struct Flight {
 
 async fn fly(
     queue: TopicQueue,
-    ack_timeout: Duration,
+    (asked, ack_timeout): (usize, Duration),
     permits: Vec<OwnedSemaphorePermit>,
     riders: Riders<Receipt>,
 ) -> Flight {
-    let asked = permits.len() + riders.lent();
     let sent = Instant::now();
     let result = queue.claim_acking(asked, ack_timeout, &riders.items).await;
     Flight {
@@ -142,13 +141,13 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 Err(_) => break,
             }
         }
-        if permits.len() + lent == 0 {
+        let asked = permits.len() + lent;
+        if asked == 0 {
             continue; // woken for an ack already taken
         }
-        topic
-            .claims_on_way
-            .fetch_add(permits.len() + lent, Ordering::Relaxed);
-        flying.push_back(fly(topic.queue.clone(), ack_timeout, permits, riders));
+        topic.claims_on_way.fetch_add(asked, Ordering::Relaxed);
+        let call = fly(topic.queue.clone(), (asked, ack_timeout), permits, riders);
+        flying.push_back(call);
     }
 }
 
