@@ -221,7 +221,8 @@ impl Boss<'_> {
                 attempt = delivery.envelope.attempt
             );
             worker::follow_sender(&span, &delivery.envelope.trace);
-            tokio::spawn(topic::run(topic.clone(), delivery, permit).instrument(span));
+            let run = topic::run(topic.clone(), delivery, permit).instrument(span);
+            topic.runs.spawn(run);
         }
         drop(permits);
         if got == asked {

@@ -5,12 +5,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayq_core::protocol::{Delivery, TopicQueue};
-use tokio::sync::{Notify, Semaphore};
+use delayq_core::protocol::{ms_to_time, Delivery, TopicQueue};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
-
-use delayq_core::protocol::ms_to_time;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::task::TaskTracker;
 
 use super::claim::{Claim, TopicBooks};
 use super::message::TopicDelivery;
@@ -48,6 +46,10 @@ pub(crate) struct TopicRuntime {
     /// Messages the boss's claim calls on their way asked for: a shutdown that ends the boss
     /// before they answer cannot hand back what they took, and counts them as not returned.
     pub(crate) claims_on_way: AtomicUsize,
+    /// Its runs. A run's ack lends its slot (to the boss's next claim or the ack call), free
+    /// once the ack is answered, before the run has counted it: the shutdown waits for every
+    /// slot, then for every run to end, before it writes the last history.
+    pub(crate) runs: TaskTracker,
     /// Cancelled when the runtime stops claiming.
     pub(crate) stop: CancellationToken,
     /// Cancelled when the shutdown grace is over: running handlers are aborted.
@@ -130,6 +132,7 @@ impl TopicRuntime {
             claimed_next: std::sync::Mutex::new((-1, 0)),
             books: Arc::default(),
             claims_on_way: AtomicUsize::new(0),
+            runs: TaskTracker::new(),
             stop,
             abort,
             health: Health::new(format!("topic {}", registration.topic)),

@@ -245,7 +245,8 @@ impl Shared {
     }
 }
 
-/// Resolves once no handler of any of `topics` and `streams` runs.
+/// Resolves once no handler of any of `topics` and `streams` runs, and every topic's run has
+/// ended (counted its outcome: a run's ack frees its slot before the run counts it).
 async fn all_idle(topics: &[Arc<TopicRuntime>], streams: &[Arc<StreamRuntime>]) {
     let slots = topics
         .iter()
@@ -257,6 +258,11 @@ async fn all_idle(topics: &[Arc<TopicRuntime>], streams: &[Arc<StreamRuntime>]) 
         );
     let waits = slots.map(|(slots, n)| async move { slots.acquire_many_owned(n).await.map(drop) });
     futures_util::future::join_all(waits).await;
+    // Every slot free: no claim is on its way, so no run starts any more.
+    for t in topics {
+        t.runs.close();
+        t.runs.wait().await;
+    }
 }
 
 impl Drop for RuntimeHandle {
