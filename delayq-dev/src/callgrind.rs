@@ -33,6 +33,9 @@ impl CallgrindRedis {
         let child = Command::new("valgrind")
             .arg("--tool=callgrind")
             .arg(format!("--callgrind-out-file={}", out.display()))
+            // Each dump names its functions in full: a kept dump is read alone (compressed,
+            // a later dump refers to names only the first defines).
+            .args(["--compress-strings=no", "--compress-pos=no"])
             .args([
                 "redis-server",
                 "--port",

@@ -63,6 +63,8 @@ async fn a_claim_acks_what_rides_on_it_and_answers_each() {
             SendOutcome::Duplicate(_)
         ));
     }
+    // The stale one reserved nothing (it is still in flight, its ack to come).
+    assert_eq!(reserved(&server, t, &ids[2]), None);
     let stats = p.topic_stats(t).await.unwrap();
     assert_eq!(stats.last_minute.ok, 2);
     // The same ack again is stale: it was done once.
@@ -78,6 +80,17 @@ async fn a_claim_acks_what_rides_on_it_and_answers_each() {
     assert_eq!((counts.delayed, counts.inflight), (0, 0));
     assert!(hkeys(&server, &keys(t).msg).is_empty());
     assert_eq!(p.topic_stats(t).await.unwrap().last_minute.ok, 3);
+    // Every ack of that call held its token (no table built for them): reserved all the same.
+    assert!(reserved(&server, t, &ids[2]).is_some());
+}
+
+/// Until when `id` is reserved after its ack (`dedup_for`), ms.
+fn reserved(server: &RedisServer, t: &str, id: &delayq_core::MessageId) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(&keys(t).done)
+        .arg(id.as_str())
+        .query(&mut server.connection())
+        .unwrap()
 }
 
 #[tokio::test]

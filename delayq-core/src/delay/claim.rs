@@ -160,7 +160,15 @@ impl TopicQueue {
         };
         batch.now_ms = batch.now_us / 1000;
         let token = int(&token).ok_or_else(|| bad(&token))? as u64;
-        while let (Some(id), Some(env)) = (it.next(), it.next()) {
+        let (ids, envelopes) = match (it.next(), it.next()) {
+            (Some(Value::Array(ids)), Some(Value::Array(envs))) if ids.len() == envs.len() => {
+                (ids, envs)
+            }
+            (None, None) => (Vec::new(), Vec::new()),
+            other => return Err(bad(&other)),
+        };
+        batch.claimed.reserve(ids.len());
+        for (id, env) in ids.into_iter().zip(envelopes) {
             let id = MessageId::from_stored(text(id).ok_or_else(|| bad(&"id"))?);
             match env {
                 Value::BulkString(raw) if raw == b"corrupt" || raw == b"orphan" => {
@@ -208,8 +216,10 @@ impl TopicQueue {
         // The script unpacks its ids into single commands; Lua caps how many one call takes.
         for chunk in deliveries.chunks(MAX_CLAIM_BATCH) {
             let (call, order) = scripts::ack(k, chunk);
-            let v: Vec<i64> = self.invoke(&call).await?;
-            let answers = order.restore(v.iter().map(|x| *x == 1));
+            // One character an ack: '1' acked, '0' stale (nil: an empty string over RESP2).
+            let v: Option<Vec<u8>> = self.invoke(&call).await?;
+            let v = v.unwrap_or_default();
+            let answers = order.restore(v.iter().map(|c| *c == b'1'));
             acked.extend(answers.ok_or_else(|| Error::unexpected("ack", &v))?);
         }
         Ok(acked)

@@ -30,17 +30,18 @@
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, 1 when due messages wait on the rate limit (else 0), the claim's token (0 when
 -- it claimed nothing), the acks' answers (a string, a character each: '1' acked, '0' stale),
--- id1, envelope1, id2, envelope2, ... } (now in microseconds, so a boss
--- can sleep to the due time precisely; the boss declares that bucket on its next call, so that
--- it can be promoted). Each envelope is as stored: its delivery's attempt is one more, and its
--- token the claim's (see `token_field` in prelude.lua). An id whose envelope is missing comes
--- back with 'orphan' (dropped); one that is not an envelope with 'corrupt' (moved to the dead
--- letters untouched). Publishes WAKE_BACK (a claim into an empty `inflight`) and
--- WAKE_CLAIMED (it took all that was due) on the topic's wake channel.
+-- { id1, id2, ... }, { envelope1, envelope2, ... } } (the last two only when it claimed).
+-- Now is in microseconds, so a boss can sleep to the due time precisely; the boss declares
+-- that bucket on its next call, so that it can be promoted. Each envelope is as stored: its
+-- delivery's attempt is one more, and its token the claim's (see `token_field` in
+-- prelude.lua). An id whose envelope is missing has 'orphan' in its envelope's place
+-- (dropped); one that is not an envelope has 'corrupt' (moved to the dead letters untouched).
+-- Publishes WAKE_BACK (a claim into an empty `inflight`) and WAKE_CLAIMED (it took all that
+-- was due) on the topic's wake channel.
 local now_micros = now_us()
 -- The acks riding on this claim, as the answer's string.
 local function ride()
-  return table.concat(ack_receipts(7, math.floor(now_micros / 1000), true))
+  return ack_receipts(7, math.floor(now_micros / 1000))
 end
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
 if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0, ride() } end
@@ -261,45 +262,52 @@ if #ids > 0 then
   -- two claims of one id, and be unique in the topic for all time (see `token_field`).
   local token = string.format('%d', redis.call('INCRBY', KEYS[5], 1))
   out[5] = token
-  -- Counted, not `#t` (a binary search in Lua 5.1): this loop runs for every message.
-  local scores, tokens, corrupt, ns, no = {}, {}, {}, 0, #out
+  -- Counted, not `#t` (a binary search in Lua 5.1): this loop runs for every message. The
+  -- ids and envelopes go back as the tables Redis gave (an element-at-a-time copy would be
+  -- rehashed at every power of two), a missing or unreadable envelope marked in its place.
+  -- One table for the in-flight scores, then (rewritten in place, already grown) the tokens.
+  local args, corrupt, ns = {}, {}, 0
+  local byte = string.byte
   for i = 1, #ids do
     local id, raw = ids[i], raws[i]
     -- The envelope goes out as it is: the client reads it (and counts this attempt); one that
     -- is not an envelope of this layout at all goes to the dead letters untouched here, one
     -- the client cannot read goes there through `bury.lua`.
     -- ('1 ' by its bytes, 49 and 32: a substring would be a new Lua string a message.)
-    if raw and string.byte(raw, 1) == 49 and string.byte(raw, 2) == 32 then
-      scores[ns + 1] = deadline
-      scores[ns + 2] = id
-      tokens[ns + 1] = id .. '\n' -- token_field(id), inlined
-      tokens[ns + 2] = token
+    local b1, b2
+    if raw then b1, b2 = byte(raw, 1, 2) end
+    if b1 == 49 and b2 == 32 then
+      args[ns + 1] = deadline
+      args[ns + 2] = id
       ns = ns + 2
-      out[no + 1] = id
-      out[no + 2] = raw
     elseif raw then
       corrupt[#corrupt + 1] = now
       corrupt[#corrupt + 1] = id
-      out[no + 1] = id
-      out[no + 2] = 'corrupt'
+      raws[i] = 'corrupt'
     else
-      out[no + 1] = id
-      out[no + 2] = 'orphan'
+      raws[i] = 'orphan'
     end
-    no = no + 2
   end
-  if #scores > 0 then
+  out[7] = ids
+  out[8] = raws
+  if ns > 0 then
     -- Into an empty set, with SKIPLIST (see prelude.lua).
     if inflight_was_empty then
-      scores[#scores + 1] = '+inf'
-      scores[#scores + 1] = SKIPLIST
+      args[ns + 1] = '+inf'
+      args[ns + 2] = SKIPLIST
+      redis.call('ZADD', KEYS[2], unpack(args, 1, ns + 2))
+    else
+      redis.call('ZADD', KEYS[2], unpack(args, 1, ns))
     end
-    redis.call('ZADD', KEYS[2], unpack(scores))
-    redis.call('HSET', KEYS[3], unpack(tokens))
+    for j = 1, ns, 2 do
+      args[j] = args[j + 1] .. '\n' -- token_field(id), inlined
+      args[j + 1] = token
+    end
+    redis.call('HSET', KEYS[3], unpack(args, 1, ns))
   end
   if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
   -- With the deadline: other processes' back pools need look only then.
-  if inflight_was_empty and #scores > 0 then
+  if inflight_was_empty and ns > 0 then
     wake(WAKE_BACK .. deadline)
   end
 end

@@ -257,75 +257,96 @@ end
 -- ids in that order (so a token many deliveries share, one claim's, is passed once), then
 -- pairs of id, `dedup_for` window (ms) to the end, for the messages sent with one (the client
 -- read the window from the envelope it was given). Finished deliveries leave `inflight` and
--- their envelopes are deleted. Returns one answer per id, in their order: 1 acked, 0 stale
--- (that delivery no longer owns the message). The token is checked against the one kept
--- beside the envelope (see `token_field`), so an ack reads no envelope; a claim an earlier
--- build made is checked against its envelope. `now` (ms): when known. With `text`, the
--- answers are the characters '1' and '0' (a claim joins them into one string: Lua would
--- format each number with sprintf).
-local function ack_receipts(at, now, text)
+-- their envelopes are deleted. Returns a string of one character per id, in their order: '1'
+-- acked, '0' stale (that delivery no longer owns the message). The token is checked against
+-- the one kept beside the envelope (see `token_field`), so an ack reads no envelope; a claim
+-- an earlier build made is checked against its envelope. `now` (ms): when known.
+-- When every token matches (the usual case), the ids go to Redis straight from ARGV, and no
+-- table is built for them: a table grown an element at a time is rehashed at every power of
+-- two, which cost more than the commands.
+local function ack_receipts(at, now)
   local ARGV = ARGV -- a local: read for every message, a global lookup each time
   local n = tonumber(ARGV[at]) or 0
-  local out = {}
-  if n == 0 then return out end
+  if n == 0 then return '' end
   local g = tonumber(ARGV[at + 1])
   local first = at + 2 + 2 * g
+  local last = first + n - 1
   local sum = 0
   for group = 1, g do sum = sum + tonumber(ARGV[at + 1 + 2 * group]) end
   if sum ~= n then error('delayq ack: the groups hold ' .. sum .. ' ids, not ' .. n) end
-  local yes, no = 1, 0
-  if text then yes, no = '1', '0' end
-  -- Windows to reserve follow the ids (most acks have none: no lookup table then).
-  local windows = #ARGV >= first + n
+  -- Windows to reserve follow the ids.
+  local windows = #ARGV > last
   local fields = {}
   -- (`token_field`, inlined: a call a message is not free.)
   for i = 1, n do fields[i] = ARGV[first - 1 + i] .. '\n' end
   local held = redis.call('HMGET', KEYS[3], unpack(fields))
   -- Counted, not `#t` (a binary search in Lua 5.1): these loops run for every message.
-  local done, gone, acked, nd, ng, i = {}, {}, {}, 0, 0, 0
+  local all, i = true, 0
   for group = 1, g do
     local token, k = ARGV[at + 2 * group], tonumber(ARGV[at + 1 + 2 * group])
     for _ = 1, k do
       i = i + 1
-      local id, h = ARGV[first - 1 + i], held[i]
-      local ok
-      if h then
-        ok = h == token
-      else
-        -- No token beside it: not in flight (stale), or claimed by an earlier build.
-        ok = redis.call('ZSCORE', KEYS[2], id) ~= false
-          and token_of(redis.call('HGET', KEYS[3], id)) == tonumber(token)
-      end
-      if ok then
-        nd = nd + 1
-        done[nd] = id
-        ng = ng + 1
-        gone[ng] = id
-        if h then
-          ng = ng + 1
-          gone[ng] = fields[i]
-        end
-        if windows then acked[id] = true end
-        out[i] = yes
-      else
-        out[i] = no
-      end
+      if held[i] ~= token then all = false end
     end
   end
+  local out, nd, acked
+  if all then
+    redis.call('ZREM', KEYS[2], unpack(ARGV, first, last))
+    redis.call('HDEL', KEYS[3], unpack(ARGV, first, last))
+    redis.call('HDEL', KEYS[3], unpack(fields))
+    out, nd = string.rep('1', n), n
+  else
+    local done, gone, answers, ng = {}, {}, {}, 0
+    nd, acked, i = 0, {}, 0
+    for group = 1, g do
+      local token, k = ARGV[at + 2 * group], tonumber(ARGV[at + 1 + 2 * group])
+      for _ = 1, k do
+        i = i + 1
+        local id, h = ARGV[first - 1 + i], held[i]
+        local ok
+        if h then
+          ok = h == token
+        else
+          -- No token beside it: not in flight (stale), or claimed by an earlier build.
+          ok = redis.call('ZSCORE', KEYS[2], id) ~= false
+            and token_of(redis.call('HGET', KEYS[3], id)) == tonumber(token)
+        end
+        if ok then
+          nd = nd + 1
+          done[nd] = id
+          ng = ng + 1
+          gone[ng] = id
+          if h then
+            ng = ng + 1
+            gone[ng] = fields[i]
+          end
+          acked[id] = true
+          answers[i] = '1'
+        else
+          answers[i] = '0'
+        end
+      end
+    end
+    if nd > 0 then
+      redis.call('ZREM', KEYS[2], unpack(done))
+      redis.call('HDEL', KEYS[3], unpack(gone))
+    end
+    out = table.concat(answers)
+  end
   if nd > 0 then
-    redis.call('ZREM', KEYS[2], unpack(done))
-    redis.call('HDEL', KEYS[3], unpack(gone))
     now = now or now_ms()
     count('ok', nd, now)
     -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
-    local reserved = {}
-    for j = first + n, windows and #ARGV - 1 or 0, 2 do
-      if acked[ARGV[j]] then
-        reserved[#reserved + 1] = tonumber(ARGV[j + 1])
-        reserved[#reserved + 1] = ARGV[j]
+    if windows then
+      local reserved = {}
+      for j = last + 1, #ARGV - 1, 2 do
+        if all or acked[ARGV[j]] then
+          reserved[#reserved + 1] = tonumber(ARGV[j + 1])
+          reserved[#reserved + 1] = ARGV[j]
+        end
       end
+      reserve(reserved, now)
     end
-    reserve(reserved, now)
   end
   return out
 end
