@@ -9,21 +9,26 @@ use crate::id::MessageId;
 /// [`Delivery::receipt`](super::Delivery::receipt).
 pub type Receipt = (MessageId, u64, u64);
 
-/// The order an ack call answers in: answer `j` is for delivery `self.0[j]`.
-pub(crate) struct AnswerOrder(Vec<usize>);
+/// The order an ack call answers in: answer `j` is for delivery `order[j]`; a delivery given
+/// twice in one call is sent once, and its later copies are answered `false` (stale: it was
+/// acked once, as a second ack after the first is), so that it is counted once.
+pub(crate) struct AnswerOrder {
+    order: Vec<usize>,
+    deliveries: usize,
+}
 
 impl AnswerOrder {
-    /// The answers in the deliveries' order; `None` when there are not one per delivery.
+    /// The answers in the deliveries' order; `None` when there are not one per delivery sent.
     pub(crate) fn restore(
         &self,
         answers: impl ExactSizeIterator<Item = bool>,
     ) -> Option<Vec<bool>> {
-        if answers.len() != self.0.len() {
+        if answers.len() != self.order.len() {
             return None;
         }
-        let mut out = vec![false; self.0.len()];
+        let mut out = vec![false; self.deliveries];
         for (j, a) in answers.enumerate() {
-            out[self.0[j]] = a;
+            out[self.order[j]] = a;
         }
         Some(out)
     }
@@ -31,13 +36,17 @@ impl AnswerOrder {
 
 /// Acks' arguments (`ack_receipts` in prelude.lua): `n`, the number of tokens, each token with
 /// how many of the ids follow under it, the ids grouped by token (a claim's deliveries share
-/// one: passed once), then `(id, window)` of those sent with `dedup_for`.
+/// one: passed once), then `(id, window)` of those sent with `dedup_for`. A delivery given
+/// twice goes once (see [`AnswerOrder`]).
 pub(crate) fn with_receipts(
     mut inv: ScriptInvocation<'static>,
     deliveries: &[Receipt],
 ) -> (ScriptInvocation<'static>, AnswerOrder) {
+    let key = |i: usize| (deliveries[i].1, deliveries[i].0.as_str());
     let mut order: Vec<usize> = (0..deliveries.len()).collect();
-    order.sort_by_key(|&i| deliveries[i].1);
+    // Stable: of a delivery given twice, the first copy stays.
+    order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    order.dedup_by(|later, kept| key(*later) == key(*kept));
     let mut groups: Vec<(u64, usize)> = Vec::new();
     for &i in &order {
         let token = deliveries[i].1;
@@ -46,15 +55,22 @@ pub(crate) fn with_receipts(
             _ => groups.push((token, 1)),
         }
     }
-    inv.arg(deliveries.len()).arg(groups.len());
+    inv.arg(order.len()).arg(groups.len());
     for (token, k) in &groups {
         inv.arg(*token).arg(*k);
     }
     for &i in &order {
         inv.arg(deliveries[i].0.as_str());
     }
-    for (id, _, window) in deliveries.iter().filter(|d| d.2 > 0) {
-        inv.arg(id.as_str()).arg(*window);
+    for &i in &order {
+        let (id, _, window) = &deliveries[i];
+        if *window > 0 {
+            inv.arg(id.as_str()).arg(*window);
+        }
     }
-    (inv, AnswerOrder(order))
+    let order = AnswerOrder {
+        order,
+        deliveries: deliveries.len(),
+    };
+    (inv, order)
 }
