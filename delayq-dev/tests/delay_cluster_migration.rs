@@ -320,3 +320,34 @@ async fn a_replicated_send_follows_its_topic_to_another_shard() {
     assert!(after.is_ok(), "{after:?}");
     assert_eq!(p.counts(topic).await.unwrap().delayed, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_many_calls_follows_its_topic_to_another_shard() {
+    let cluster = RedisCluster::start();
+    let p = Producer::connect(&cluster.url()).await.unwrap();
+    let topic = "moving";
+    let msg = format!("delayq:{{{topic}}}:msg");
+    p.send(topic, &"before", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let source = cluster.primary_for(&msg);
+    let target = *cluster.primaries().iter().find(|&&i| i != source).unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&msg)
+        .query(&mut cluster.nodes()[source].connection())
+        .unwrap();
+    Migration::start(&cluster, slot, source, target).finish();
+    // The producer still maps the slot to the source: each of the batch's ten calls (100
+    // messages a call, one round trip) is answered MOVED there, and is sent again where the
+    // slot is served now.
+    let ids = p
+        .send_batch(topic, (0..1_000).map(|i| (i, Duration::from_secs(5))))
+        .await;
+    println!(
+        "a batch of 1,000 after the slot moved: {:?}",
+        ids.as_ref().map(Vec::len)
+    );
+    assert_eq!(ids.unwrap().len(), 1_000);
+    assert_eq!(p.counts(topic).await.unwrap().delayed, 1_001);
+}

@@ -1,4 +1,5 @@
-//! `send_batch` costs one round trip, counted by the server.
+//! `send_batch` costs one round trip of script calls of up to 100 messages, counted by the
+//! server.
 
 use std::time::Duration;
 
@@ -6,13 +7,32 @@ use delayq_dev::producer;
 use delayq_dev::RedisServer;
 
 #[tokio::test]
-async fn a_batch_of_10000_is_one_script_call() {
+async fn a_batch_of_10000_is_100_script_calls_of_100_and_nothing_else() {
     let server = RedisServer::start();
     let p = producer(&server).await;
     // Load the script and register the topic (a producer adds a topic to the namespace's
     // registry once, before its first send) first, so the count is of the batch alone.
     p.send("t", &0, Duration::from_secs(3600)).await.unwrap();
     server.reset_stats();
+    // The slow log, at a threshold of 0, keeps every command with its argument count (the
+    // commands a script runs too: some 40,000 here).
+    let mut c = server.connection();
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(100_000)
+        .ignore()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .ignore()
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .ignore()
+        .query(&mut c)
+        .unwrap();
 
     let items = (0..10_000).map(|i| {
         (
@@ -33,19 +53,56 @@ async fn a_batch_of_10000_is_one_script_call() {
     ];
     let sent_by_client: Vec<_> = calls
         .iter()
-        .filter(|(n, _)| !inside_send_lua.contains(&n.as_str()) && *n != "config|resetstat")
+        .filter(|(n, _)| {
+            !inside_send_lua.contains(&n.as_str())
+                && !["config|resetstat", "config|set", "slowlog|reset"].contains(&n.as_str())
+        })
         .collect();
     println!("send_batch(10_000): {sent_by_client:?} sent by the client; all: {calls:?}");
     assert_eq!(
         sent_by_client,
-        vec![(&"evalsha".to_string(), &1)],
-        "one script call, nothing else"
+        vec![(&"evalsha".to_string(), &100)],
+        "a hundred script calls, nothing else"
     );
     assert_eq!(
         count("hset"),
         10_000,
         "one envelope written per message, inside the script"
     );
+
+    // Each call's messages, from its argument count: EVALSHA sha numkeys, the keys, two
+    // arguments, then ten a message. The slow log keeps 31 arguments and then
+    // "... (N more arguments)".
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let mut per_call = Vec::new();
+    for entry in log {
+        let redis::Value::Array(fields) = entry else {
+            panic!("a slow log entry: {entry:?}")
+        };
+        let args: Vec<String> = redis::from_redis_value(fields[3].clone()).unwrap();
+        if !args[0].eq_ignore_ascii_case("evalsha") {
+            continue;
+        }
+        let more = args
+            .last()
+            .and_then(|a| a.strip_prefix("... ("))
+            .and_then(|a| a.strip_suffix(" more arguments)"))
+            .map_or(0, |n| n.parse::<usize>().unwrap());
+        let argc = if more > 0 {
+            args.len() - 1 + more
+        } else {
+            args.len()
+        };
+        let numkeys: usize = args[2].parse().unwrap();
+        per_call.push((argc - 3 - numkeys - 2) / 10);
+    }
+    assert_eq!(per_call.len(), 100, "{per_call:?}");
+    assert!(per_call.iter().all(|n| *n == 100), "{per_call:?}");
+
     assert_eq!(
         p.counts("t").await.unwrap().delayed,
         10_001,

@@ -131,11 +131,16 @@ async fn a_hot_key_drains_at_its_rate_and_never_delays_the_other_keys() {
         "hot key starved: {} in {secs:.2} s",
         hot.len()
     );
-    for pair in hot.windows(6) {
+    // At 5/s with a burst of 1, eleven starts span 2 s of Redis' clock. They are timed here
+    // when the handler starts, which a loaded machine delays by tens of ms, and one start
+    // delayed while the next is not brings two closer (a full run of the suite on two cores
+    // saw six within 867 ms, where a quiet run sees 1 s): so eleven at a time, with a quarter
+    // second for that, which still fails a limiter that lets 6 a second through (1.67 s).
+    for pair in hot.windows(11) {
         assert!(
-            pair[5] - pair[0] >= Duration::from_millis(900),
-            "six hot starts within {:?}",
-            pair[5] - pair[0]
+            pair[10] - pair[0] >= Duration::from_millis(1750),
+            "eleven hot starts within {:?}",
+            pair[10] - pair[0]
         );
     }
     // Quiet keys hold no state: only the hot key's two times are left (its promised starts,
