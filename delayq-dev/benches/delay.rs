@@ -5,7 +5,8 @@
 //!     cargo bench --bench delay -- drain precision --runs 5 --json bench-results/drain.json
 //!
 //! Workloads (payload ≈ 100-byte JSON), named for what they measure, with the ids BENCHMARKS.md
-//! uses (accepted too): keep_up (W1), drain (W1D), idle (W2), memory (W3), precision (W4),
+//! uses (accepted too): keep_up (W1), send (WS: what keep-up's sends cost, no consumer), drain
+//! (W1D), idle (W2), memory (W3), precision (W4),
 //! batching (WB: how many messages the drain's script calls carry), backlog_drain (W5),
 //! operator (WO: what `peek` and `stats` cost Redis per call with
 //! 1,000,000 messages in one far bucket), flow (WF: the drain of c200 with a rate above its
@@ -239,6 +240,23 @@ impl Bench {
             "end_to_end_msgs_per_s".into(),
             50_000.0 / last.duration_since(first_send).as_secs_f64(),
         );
+        m
+    }
+
+    /// WS: what sending costs, no consumer running: 50,000 messages due over 5 s (keep-up's
+    /// sends) in batches of `batch`.
+    async fn send(&self, batch: usize) -> Metrics {
+        self.flush();
+        self.redis.reset_stats();
+        let cpu_before = process_cpu_us();
+        let rate = self.send_spread("bench.c50", 50_000, 5_000, batch).await;
+        let client_cpu_us = process_cpu_us() - cpu_before;
+        let (script_calls, script_usec) = script_stats(&self.redis);
+        let mut m = Metrics::new();
+        m.insert("send_msgs_per_s".into(), rate);
+        m.insert("script_calls_per_msg".into(), script_calls / 50_000.0);
+        m.insert("redis_usec_per_msg".into(), script_usec / 50_000.0);
+        m.insert("client_cpu_us_per_msg".into(), client_cpu_us / 50_000.0);
         m
     }
 
@@ -651,8 +669,9 @@ fn print_row(name: &str, summary: &BTreeMap<String, serde_json::Value>) {
 }
 
 /// Each workload's name and the id BENCHMARKS.md gives it.
-const WORKLOADS: [(&str, &str); 11] = [
+const WORKLOADS: [(&str, &str); 12] = [
     ("keep_up", "w1"),
+    ("send", "ws"),
     ("drain", "w1d"),
     ("batching", "wb"),
     ("idle", "w2"),
@@ -785,6 +804,13 @@ async fn main() {
                     ));
                 }
                 cases
+            }
+            "send" => {
+                let mut r = Vec::new();
+                for _ in 0..runs {
+                    r.push(bench.send(1_000).await);
+                }
+                vec![("send (WS), batches of 1,000".to_string(), r)]
             }
             "idle" => {
                 let mut r = Vec::new();

@@ -6,6 +6,7 @@
 //!     cargo bench --bench work                  # c50 and c200, 20,000 messages each
 //!     cargo bench --bench work -- --messages 50000
 //!     cargo bench --bench work -- --plain       # µs Redis spends, on a plain redis-server
+//!     cargo bench --bench work -- send          # only what sending costs
 //!
 //! Needs valgrind (Debian: `apt-get install -y valgrind`). Redis runs some 50× slower under
 //! callgrind, so a drain here claims in larger batches than on a plain server: the report gives
@@ -88,6 +89,85 @@ redis.call('ZREM', KEYS[1], unpack(ARGV))
 redis.call('HDEL', KEYS[2], unpack(ARGV))
 return #ARGV
 ";
+
+/// The minimal send: each message's envelope into the hash and its id into the due set, one
+/// HSET and one ZADD for all the call's messages. KEYS: delayed, msg. ARGV: id, due, envelope
+/// for each message.
+const MINIMAL_SEND: &str = r"
+local h, z = {}, {}
+for i = 1, #ARGV, 3 do
+  h[#h + 1] = ARGV[i]
+  h[#h + 1] = ARGV[i + 2]
+  z[#z + 1] = ARGV[i + 1]
+  z[#z + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[2], unpack(h))
+redis.call('ZADD', KEYS[1], unpack(z))
+return #ARGV / 3
+";
+
+/// What sending `n` messages due in the next 5 s (keep-up's sends) costs: delayq's
+/// `send_batch` in batches of 1,000, and the minimal send in calls of 100 (as many as
+/// delayq's script calls carry), the same ids' length and envelopes.
+async fn send_work(server: &mut Target, n: u64) -> (Row, Row) {
+    let mut conn = server.connection();
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut conn)
+        .expect("FLUSHALL");
+    let producer = Producer::connect(&server.url()).await.expect("connect");
+    // Registers the topic and loads the script, outside the count.
+    producer
+        .send("work.send", &payload(0), Duration::from_secs(5))
+        .await
+        .expect("send");
+    server.zero();
+    let mut sent = 0;
+    while sent < n {
+        let take = (n - sent).min(1_000);
+        let items: Vec<_> = (sent..sent + take)
+            .map(|i| (payload(i), Duration::from_millis(i * 7919 % 5_000)))
+            .collect();
+        producer
+            .send_batch("work.send", items)
+            .await
+            .expect("send");
+        sent += take;
+    }
+    let ours = Row {
+        work_per_msg: server.measure("send") / n as f64,
+        msgs_per_call: n as f64 / evalsha(&mut conn).0,
+    };
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut conn)
+        .expect("FLUSHALL");
+    let send = redis::Script::new(MINIMAL_SEND);
+    let _: u64 = send
+        .key("m:delayed")
+        .key("m:msg")
+        .invoke(&mut conn)
+        .unwrap_or(0);
+    server.zero();
+    let mut calls = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let mut call = send.prepare_invoke();
+        call.key("m:delayed").key("m:msg");
+        for &i in chunk {
+            let body = serde_json::to_string(&payload(i)).unwrap();
+            call.arg(format!("01KMINIMAL{i:016}"))
+                .arg(1764194400000 + i * 7919 % 5_000)
+                .arg(format!(
+                    "1 0 0 0 1764194400000 1764194400000 0 0\n{body}"
+                ));
+        }
+        let _: u64 = call.invoke(&mut conn).expect("minimal send");
+        calls += 1;
+    }
+    let minimal = Row {
+        work_per_msg: server.measure("minimal-send") / n as f64,
+        msgs_per_call: n as f64 / calls as f64,
+    };
+    (ours, minimal)
+}
 
 /// `INFO commandstats`' EVALSHA calls and µs.
 fn evalsha(conn: &mut redis::Connection) -> (f64, f64) {
@@ -308,6 +388,19 @@ async fn main() {
         format!("ids only {unit}/msg"),
         "ratio"
     );
+    let (ours, minimal) = send_work(&mut server, n).await;
+    println!(
+        "{:<6} {:>16.2} {:>10.1} {:>17.2} {:>10.1} {:>6.2}×",
+        "send",
+        ours.work_per_msg,
+        ours.msgs_per_call,
+        minimal.work_per_msg,
+        minimal.msgs_per_call,
+        ours.work_per_msg / minimal.work_per_msg,
+    );
+    if args.iter().any(|a| a == "send") {
+        return;
+    }
     for (topic, concurrency, batch) in [("work.c50", 50, 13), ("work.c200", 200, 50)] {
         let ours = delayq_drain(&mut server, topic, n).await;
         let minimal = minimal_drain(&mut server, n, (concurrency, batch), true);

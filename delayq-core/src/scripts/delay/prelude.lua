@@ -84,9 +84,26 @@ local function decode(raw)
   }
 end
 
+-- An integer as the header writes it: `string.format` costs about 1,000 instructions a number,
+-- and most header fields are 0. The last two others are kept, the last used first: a send
+-- writes its call's time and each message's due time twice (header, score).
+local int_n1, int_s1, int_n2, int_s2 = nil, nil, nil, nil
+local function int(n)
+  if n == 0 then return '0' end
+  if n == int_n1 then return int_s1 end
+  if n == int_n2 then
+    int_n1, int_s1, int_n2, int_s2 = int_n2, int_s2, int_n1, int_s1
+    return int_s1
+  end
+  local s = string.format('%d', n)
+  int_n1, int_s1, int_n2, int_s2 = n, s, int_n1, int_s1
+  return s
+end
+
 local function encode(m)
-  local header = string.format('1 %d %d %d %d %d %d %d', m.attempt, m.token, m.max_attempts,
-    m.enqueued_ms, m.due_ms, #m.last_error, #m.dead_reason)
+  local header = '1 ' .. int(m.attempt) .. ' ' .. int(m.token) .. ' ' .. int(m.max_attempts)
+    .. ' ' .. int(m.enqueued_ms) .. ' ' .. int(m.due_ms) .. ' ' .. int(#m.last_error) .. ' '
+    .. int(#m.dead_reason)
   local priority = m.priority or DEFAULT_PRIORITY
   local key = m.key or ''
   if #key > 0 then
@@ -391,11 +408,35 @@ local function index_priority(id, m)
 end
 
 -- Stores envelope `m` of `id` in the hot keys, waiting in `delayed` with `score` (its due
--- time, or now for a message handed back), its priority indexed.
+-- time, or now for a message handed back), its priority indexed. While `hot_writes` is a
+-- table (send.lua, whose ids are distinct and read nothing another message of the call
+-- writes), the HSET and ZADD wait there for one of each a call (`flush_hot_writes`): a
+-- `redis.call` costs about as much as the command itself.
+local hot_writes = nil
 local function to_delayed(id, m, score)
-  redis.call('HSET', KEYS[3], id, encode(m))
-  redis.call('ZADD', KEYS[1], score, id)
+  if hot_writes then
+    local h, z = hot_writes.h, hot_writes.z
+    h[#h + 1] = id
+    h[#h + 1] = encode(m)
+    -- As a string: Redis formats a Lua number with %.17g, dearer still.
+    z[#z + 1] = score % 1 == 0 and int(score) or score
+    z[#z + 1] = id
+  else
+    redis.call('HSET', KEYS[3], id, encode(m))
+    redis.call('ZADD', KEYS[1], score, id)
+  end
   index_priority(id, m)
+end
+-- Writes what waits in `hot_writes`, 500 messages a command (Lua's `unpack` takes some 8,000
+-- values at most), and writes at once from then on.
+local function flush_hot_writes()
+  for _, w in ipairs({ { 'HSET', KEYS[3], hot_writes.h }, { 'ZADD', KEYS[1], hot_writes.z } }) do
+    local args = w[3]
+    for first = 1, #args, 1000 do
+      redis.call(w[1], w[2], unpack(args, first, math.min(first + 999, #args)))
+    end
+  end
+  hot_writes = nil
 end
 
 -- The message key of a raw envelope from its header (`SendOptions::key`; '' for none, or when
