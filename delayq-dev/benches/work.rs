@@ -127,10 +127,7 @@ async fn send_work(server: &mut Target, n: u64) -> (Row, Row) {
         let items: Vec<_> = (sent..sent + take)
             .map(|i| (payload(i), Duration::from_millis(i * 7919 % 5_000)))
             .collect();
-        producer
-            .send_batch("work.send", items)
-            .await
-            .expect("send");
+        producer.send_batch("work.send", items).await.expect("send");
         sent += take;
     }
     let ours = Row {
@@ -155,9 +152,7 @@ async fn send_work(server: &mut Target, n: u64) -> (Row, Row) {
             let body = serde_json::to_string(&payload(i)).unwrap();
             call.arg(format!("01KMINIMAL{i:016}"))
                 .arg(1764194400000 + i * 7919 % 5_000)
-                .arg(format!(
-                    "1 0 0 0 1764194400000 1764194400000 0 0\n{body}"
-                ));
+                .arg(format!("1 0 0 0 1764194400000 1764194400000 0 0\n{body}"));
         }
         let _: u64 = call.invoke(&mut conn).expect("minimal send");
         calls += 1;
