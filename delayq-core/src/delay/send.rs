@@ -21,13 +21,12 @@ use crate::producer::Producer;
 use crate::trace::current_traceparent;
 
 /// Messages per script call in `send_batch`; the calls of one batch share one round trip.
-/// Redis runs one script at a time, and a send costs it some 15 µs a message: a call of
-/// 10,000 held every other client (the consumers' claims and acks among them) for 150 ms or
-/// more, a call of 100 holds them for about 1.5 ms. Redis reads a pipeline 16 KiB at a time,
-/// so other clients' calls run between the calls of one batch. Measured in the keep-up
-/// bench (50,000 messages sent in batches of 1,000 while a consumer drains them): p99
-/// lateness at concurrency 200 fell from 35 – 46 ms to 9 – 12 ms, and the sends did not slow.
-const BATCH_CHUNK: usize = 100;
+/// Calls of 100 let consumers' claims run between them (keep-up's p99 at c200 fell from
+/// 35 ms to 9), but a batch then fails partway (out of memory: the first calls written, the
+/// error returned), and a cluster connection sends a whole pipeline again when one call in it
+/// is answered TRYAGAIN or MOVED, running the calls that had run once more: a message
+/// cancelled or acked in between came back. So a batch of up to 10,000 stays one call.
+const BATCH_CHUNK: usize = 10_000;
 
 impl Producer {
     pub(crate) fn keys(&self, topic: &str) -> Result<TopicKeys> {
@@ -194,13 +193,8 @@ impl Producer {
         Ok(outcome)
     }
 
-    /// Sends many messages in one round trip (script calls of up to 100 messages each,
-    /// pipelined, so that a large batch never holds Redis for long). Every payload is encoded
-    /// and checked before anything is written. A call that ran nothing (its script not loaded,
-    /// a far bucket it was not given) is sent again on its own. When one fails otherwise
-    /// (Redis out of memory, the connection lost), the batch's other calls may have been
-    /// written: the error means "some of the batch may be pending", and sending the batch
-    /// again may send those twice, never loses one.
+    /// Sends many messages in one round trip (script calls of up to 10,000 messages each,
+    /// pipelined). Every payload is encoded and checked before anything is written.
     ///
     /// # Errors
     /// [`Error::InvalidTopic`](crate::Error::InvalidTopic) for a malformed topic;
@@ -280,7 +274,7 @@ impl Producer {
 
 /// Whether a failed script call of a pipeline ran nothing: its script was not loaded (Redis
 /// restarted or flushed its scripts), or it asked for far buckets before writing. (A cluster
-/// connection sends a call answered MOVED again where its slot is served now, itself.)
+/// connection sends the whole pipeline again itself when a call in it is answered MOVED.)
 fn ran_nothing(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.code() == Some("DELAYQ_NEED")
 }
