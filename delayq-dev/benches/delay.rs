@@ -18,7 +18,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayq_dev::{
-    command_stats, delay_script_sha, payload, slowlog_script_calls, Payload, TestRedis,
+    command_stats, delay_script_sha, payload, slowlog_every_command, slowlog_script_calls, Payload,
+    TestRedis,
 };
 use delayq_runtime::{delay_listener, Message, Producer, Runtime, RuntimeHandle, SendOptions};
 
@@ -315,22 +316,7 @@ impl Bench {
             delay_script_sha(&mut c, "claim_due"),
             delay_script_sha(&mut c, "ack"),
         );
-        let _: () = redis::pipe()
-            .cmd("CONFIG")
-            .arg("SET")
-            .arg("slowlog-max-len")
-            .arg(400_000)
-            .ignore()
-            .cmd("SLOWLOG")
-            .arg("RESET")
-            .ignore()
-            .cmd("CONFIG")
-            .arg("SET")
-            .arg("slowlog-log-slower-than")
-            .arg(0)
-            .ignore()
-            .query(&mut c)
-            .expect("slow log on");
+        slowlog_every_command(&mut c, 400_000);
         let rt = self.runtime(&[topic]).await;
         self.wait_handled(50_000, Duration::from_secs(300)).await;
         rt.shutdown().await.expect("shutdown");

@@ -51,6 +51,27 @@ pub fn delay_script_sha(c: &mut redis::Connection, name: &str) -> String {
         .expect("SCRIPT LOAD")
 }
 
+/// Makes Redis' slow log keep every command (up to `max_len` of them), emptied first; read it
+/// with [`slowlog_script_calls`].
+pub fn slowlog_every_command(c: &mut redis::Connection, max_len: u64) {
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(max_len)
+        .ignore()
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .ignore()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .ignore()
+        .query(c)
+        .expect("slow log on");
+}
+
 /// The script calls in Redis' slow log (every command is there once `slowlog-log-slower-than`
 /// is 0): each EVALSHA's arguments after the command name (sha, number of keys, keys, then
 /// ARGV), at most the 31 Redis keeps.

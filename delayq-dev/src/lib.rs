@@ -48,7 +48,10 @@ pub use consumer::{
 /// A URL with its password hidden, for printing.
 pub use delayq_core::protocol::redact_url;
 pub use examples::example_binary;
-pub use info::{command_stats, delay_script_sha, parse_command_calls, slowlog_script_calls};
+pub use info::{
+    command_stats, delay_script_sha, parse_command_calls, slowlog_every_command,
+    slowlog_script_calls,
+};
 pub use payload::{payload, Payload};
 pub use proxy::BlackholeProxy;
 pub use schedule_ledger::ScheduleTick;

@@ -291,6 +291,19 @@ async fn a_slot_migrating_mid_use_changes_nothing_partway() {
     );
 }
 
+/// Moves the slot of `key` to another primary, keys and all; returns the new primary.
+fn move_slot_of(cluster: &RedisCluster, key: &str) -> usize {
+    let source = cluster.primary_for(key);
+    let target = *cluster.primaries().iter().find(|&&i| i != source).unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut cluster.nodes()[source].connection())
+        .unwrap();
+    Migration::start(cluster, slot, source, target).finish();
+    target
+}
+
 /// A send with `replicas(1)` writes on a connection of its own to the primary it last found
 /// for the topic; after the topic's slot moved to another shard, that primary answers MOVED
 /// (the script ran nowhere), and the send looks again and writes there at once.
@@ -306,14 +319,7 @@ async fn a_replicated_send_follows_its_topic_to_another_shard() {
     let topic = "moving";
     let msg = format!("delayq:{{{topic}}}:msg");
     p.send_with(topic, "before", options()).await.unwrap();
-    let source = cluster.primary_for(&msg);
-    let target = *cluster.primaries().iter().find(|&&i| i != source).unwrap();
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&msg)
-        .query(&mut cluster.nodes()[source].connection())
-        .unwrap();
-    Migration::start(&cluster, slot, source, target).finish();
+    let target = move_slot_of(&cluster, &msg);
     assert_eq!(cluster.primary_for(&msg), target);
     let after = p.send_with(topic, "after", options()).await;
     println!("a send with replicas(1) after the slot moved: {after:?}");
@@ -330,14 +336,7 @@ async fn a_batch_follows_its_topic_to_another_shard() {
     p.send(topic, &"before", Duration::from_secs(5))
         .await
         .unwrap();
-    let source = cluster.primary_for(&msg);
-    let target = *cluster.primaries().iter().find(|&&i| i != source).unwrap();
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&msg)
-        .query(&mut cluster.nodes()[source].connection())
-        .unwrap();
-    Migration::start(&cluster, slot, source, target).finish();
+    move_slot_of(&cluster, &msg);
     // The producer still maps the slot to the source: the batch's call is answered MOVED
     // there, and is sent again where the slot is served now.
     let ids = p

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use delayq_dev::producer;
-use delayq_dev::RedisServer;
+use delayq_dev::{slowlog_every_command, slowlog_script_calls, RedisServer};
 
 #[tokio::test]
 async fn a_batch_of_10000_is_one_script_call() {
@@ -16,22 +16,7 @@ async fn a_batch_of_10000_is_one_script_call() {
     // The slow log, at a threshold of 0, keeps every command with its argument count (the
     // commands a script runs too: some 10,000 here).
     let mut c = server.connection();
-    let _: () = redis::pipe()
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg(100_000)
-        .ignore()
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .ignore()
-        .cmd("SLOWLOG")
-        .arg("RESET")
-        .ignore()
-        .query(&mut c)
-        .unwrap();
+    slowlog_every_command(&mut c, 100_000);
 
     let items = (0..10_000).map(|i| {
         (
@@ -71,23 +56,10 @@ async fn a_batch_of_10000_is_one_script_call() {
         "HMGET, HSET and ZADD of 1,000 arguments"
     );
 
-    // Each call's messages, from its argument count: EVALSHA sha numkeys, the keys, two
-    // arguments, then ten a message. The slow log keeps 31 arguments and then
-    // "... (N more arguments)".
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query(&mut c)
-        .unwrap();
+    // Each call's messages, from its argument count: sha numkeys, the keys, two arguments,
+    // then ten a message. The slow log keeps 31 arguments and then "... (N more arguments)".
     let mut per_call = Vec::new();
-    for entry in log {
-        let redis::Value::Array(fields) = entry else {
-            panic!("a slow log entry: {entry:?}")
-        };
-        let args: Vec<String> = redis::from_redis_value(fields[3].clone()).unwrap();
-        if !args[0].eq_ignore_ascii_case("evalsha") {
-            continue;
-        }
+    for args in slowlog_script_calls(&mut c) {
         let more = args
             .last()
             .and_then(|a| a.strip_prefix("... ("))
@@ -98,8 +70,8 @@ async fn a_batch_of_10000_is_one_script_call() {
         } else {
             args.len()
         };
-        let numkeys: usize = args[2].parse().unwrap();
-        per_call.push((argc - 3 - numkeys - 2) / 10);
+        let numkeys: usize = args[1].parse().unwrap();
+        per_call.push((argc - 2 - numkeys - 2) / 10);
     }
     assert_eq!(per_call, [10_000], "one call carries the whole batch");
 

@@ -101,7 +101,7 @@ local function missing_buckets()
 end
 
 -- Changes to `far` and the far count, gathered while a script places messages and written
--- once by far_flush() (a send of 100 messages writes them once, not 100 times). Every
+-- once by far_flush() (a send of 10,000 messages writes them once, not 10,000 times). Every
 -- script that calls place() calls far_flush() before it returns.
 local far_delta, far_heads = 0, {}
 local function far_count(delta)
