@@ -50,8 +50,8 @@
 extern crate self as delayq_runtime;
 
 // The tree: one folder per system, each importing only the shared parts, never another
-// system; the top layer (`runtime/`) imports them all. `cargo test --test code_layout`
-// checks it.
+// system; the top layer (`runtime/`) imports them all.
+// `cargo test -p delayq-dev --test direct code_layout` checks it.
 //   delay/     delay listeners: topic, boss, back, claim, wake-ups
 //   stream/    stream listeners: reader, take-over, claim
 //   leader/    leader tasks

@@ -3,10 +3,11 @@
 //! never from one system into another (but `schedule/` onto `delay/`, see `BUILDS_ON`) or
 //! from a shared part up into a system.
 //!
-//! Run alone: `cargo test --test code_layout`. It reads the sources as text: every path that
-//! starts with `crate::`, `super::` or `self::` (in `use` items and inline, braces expanded) is
-//! an edge from the file it stands in to the module file it names. A `pub use` re-export is not
-//! an edge of its own: a path through it is followed to the module that defines the item.
+//! Run alone: `cargo test -p delayq-dev --test direct code_layout`. It reads the sources as
+//! text: every path that starts with `crate::`, `super::` or `self::` (in `use` items and
+//! inline, braces expanded) is an edge from the file it stands in to the module file it names.
+//! A `pub use` re-export is not an edge of its own: a path through it is followed to the module
+//! that defines the item.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

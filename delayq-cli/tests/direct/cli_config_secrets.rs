@@ -1,10 +1,7 @@
 //! `delayq config check` prints a unix socket URL's password when it holds an `@`
 //! (redis 1.8 reads `pass` up to the next `&`; redact_url takes the last `@` for userinfo).
 
-#[allow(dead_code)]
-mod common;
-
-use common::delayq;
+use crate::common::delayq;
 
 #[test]
 fn config_check_does_not_print_a_unix_socket_password() {

@@ -8,8 +8,7 @@ use std::time::Duration;
 use delayq_core::protocol::{queue, Tally};
 use delayq_dev::{keys, producer, RedisServer};
 
-mod common;
-use common::delayq;
+use crate::common::delayq;
 
 fn tally(ok: u64, retry: u64, late_ms: &[u64]) -> Tally {
     let mut t = Tally {

@@ -9,8 +9,7 @@ use delayq_core::config::Rate;
 use delayq_core::protocol::{queue, Flow, NackOutcome};
 use delayq_dev::{producer, RedisServer};
 
-mod common;
-use common::delayq;
+use crate::common::delayq;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_pauses_and_resumes_a_topic() {
@@ -145,7 +144,7 @@ async fn stats_show_the_runs_stopped_at_their_timeout() {
     let run = delayq(&url, &["stats", "cli.slow"]);
     let header = run.stdout.lines().next().unwrap_or_default();
     assert!(header.contains("TIMED OUT/MIN"), "{}", run.stdout);
-    let row = common::table_row(&run.stdout, "cli.slow");
+    let row = crate::common::table_row(&run.stdout, "cli.slow");
     // ... RETRY/MIN, DEAD/MIN, TIMED OUT/MIN
     assert_eq!(row[row.len() - 3..], ["3", "0", "2"], "{}", run.stdout);
 }

@@ -11,8 +11,7 @@ use delayq_core::{Priority, SendOptions};
 use delayq_dev::{keys, producer, RedisServer};
 use serde_json::json;
 
-mod common;
-use common::delayq;
+use crate::common::delayq;
 
 fn now_ms() -> u64 {
     SystemTime::now()

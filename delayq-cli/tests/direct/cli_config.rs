@@ -1,9 +1,7 @@
 //! `delayq config check`: a configuration file checked offline (no Redis answers at the URL
 //! given), with the runtime's own reader.
 
-mod common;
-
-use common::delayq;
+use crate::common::delayq;
 
 /// No Redis listens here: `config check` must not need one.
 const NO_REDIS: &str = "redis://127.0.0.1:1";

@@ -1,0 +1,13 @@
+//! The CLI's tests that register no listener, in one binary (each test binary costs the build a
+//! link); a file that defines a listener or a schedule keeps a binary of its own, since its
+//! runtime runs every listener its binary registers. nextest runs each test in its own process.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli_config;
+mod cli_config_secrets;
+mod cli_find;
+mod cli_flow_control;
+mod cli_history;
+mod dashboard_actions;
