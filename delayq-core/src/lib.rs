@@ -99,6 +99,13 @@ pub mod protocol {
 
     use crate::{Producer, Result};
 
+    /// The SHA1 Redis knows the delay queue's script `name` by (`claim_due`, `ack`, ...: the
+    /// files of `scripts/delay/`), as this build loads it; for tools that read a script's
+    /// calls in `INFO commandstats` or the slow log.
+    pub fn delay_script_hash(name: &str) -> Option<&'static str> {
+        crate::delay::script_hash(name)
+    }
+
     /// The consumer protocol of `topic` over `producer`'s connection.
     pub fn queue(producer: &Producer, topic: &str) -> Result<TopicQueue> {
         producer.queue(topic)

@@ -312,10 +312,7 @@ impl Bench {
         self.send_spread(topic, 50_000, 0, 10_000).await;
         let server = &self.redis.data_nodes()[0];
         let mut c = server.connection();
-        let (claim, ack) = (
-            delay_script_sha(&mut c, "claim_due"),
-            delay_script_sha(&mut c, "ack"),
-        );
+        let (claim, ack) = (delay_script_sha("claim_due"), delay_script_sha("ack"));
         slowlog_every_command(&mut c, 400_000);
         let rt = self.runtime(&[topic]).await;
         self.wait_handled(50_000, Duration::from_secs(300)).await;

@@ -35,20 +35,12 @@ pub fn parse_command_calls(info: &str) -> HashMap<String, u64> {
         .collect()
 }
 
-/// The sha Redis gives the delay script `name` as the runtime loads it (its prelude in
-/// front), loaded on `c`: to tell that script's calls apart in the slow log or MONITOR.
-pub fn delay_script_sha(c: &mut redis::Connection, name: &str) -> String {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../delayq-core/src/scripts/delay/"
-    );
-    let read = |file: &str| std::fs::read_to_string(format!("{dir}{file}.lua")).expect("script");
-    let text = ["prelude", "far", "far_place", name].map(read).join("\n");
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(text)
-        .query(c)
-        .expect("SCRIPT LOAD")
+/// The sha Redis gives the delay script `name` as the runtime loads it (the parts of its
+/// prelude it uses in front): to tell that script's calls apart in the slow log or MONITOR.
+pub fn delay_script_sha(name: &str) -> String {
+    delayq_core::protocol::delay_script_hash(name)
+        .unwrap_or_else(|| panic!("no delay script {name}"))
+        .to_string()
 }
 
 /// Makes Redis' slow log keep every command (up to `max_len` of them), emptied first; read it

@@ -139,11 +139,7 @@ async fn a_drain_acks_on_its_claims_not_in_calls_of_their_own() {
     let p = producer(&server).await;
     let t = "ride.drain";
     let n = 3_000;
-    let mut c = server.connection();
-    let (claim, ack) = (
-        delay_script_sha(&mut c, "claim_due"),
-        delay_script_sha(&mut c, "ack"),
-    );
+    let (claim, ack) = (delay_script_sha("claim_due"), delay_script_sha("ack"));
     p.send_batch(t, (0..n).map(|i| (i, Duration::ZERO)))
         .await
         .unwrap();

@@ -51,6 +51,7 @@ pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
 pub use receipt::Receipt;
+pub(crate) use scripts::script_hash;
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,

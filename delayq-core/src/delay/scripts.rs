@@ -47,6 +47,12 @@ scripts!(
 
 // The back pool's sweep also samples the topic's backlog into its history (so that a topic
 // nothing happens on still has one, at no command of its own): the history's merge in front.
+/// The SHA1 of delay script `name` as loaded (`protocol::delay_script_hash`).
+pub(crate) fn script_hash(name: &str) -> Option<&'static str> {
+    let sets = [SCRIPTS.named(name), SWEEP_SCRIPTS.named(name)];
+    sets.into_iter().flatten().next().map(|s| s.get_hash())
+}
+
 scripts!(
     SweepScripts,
     SWEEP_SCRIPTS,

@@ -1,4 +1,5 @@
--- prelude.lua: shared by every delayq script (prepended when the script is loaded).
+-- prelude.lua: shared by every delayq script (the parts a script uses are prepended when it is
+-- loaded: `with_prelude` in script.rs).
 --
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
@@ -41,8 +42,9 @@
 -- max_attempts: 0 means "the listener's default"
 -- Times are milliseconds on the Redis server's clock.
 --
--- Line numbers: this prelude is prepended to each script, so a Lua error in a script reports
--- a line number this file's line count higher than the line in the script's own file.
+-- Line numbers: only the parts of this prelude, far.lua and far_place.lua that a script uses
+-- are prepended to it (`with_prelude` in script.rs: a part begins at an unindented `local`),
+-- so a Lua error reports a line of the script as loaded, not of its file.
 
 local function now_us()
   local t = redis.call('TIME')

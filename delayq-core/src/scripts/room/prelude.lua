@@ -1,4 +1,5 @@
--- room/prelude.lua: shared by the waiting-room scripts (prepended when a script is loaded).
+-- room/prelude.lua: shared by the waiting-room scripts (the parts a script uses are
+-- prepended when it is loaded).
 --
 -- Every room script takes the keys of one room (ns, room r; the hash tag {room:r} keeps them
 -- on one cluster slot), in this order:

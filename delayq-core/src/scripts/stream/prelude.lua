@@ -1,4 +1,5 @@
--- stream/prelude.lua: shared by the stream scripts (prepended when a script is loaded).
+-- stream/prelude.lua: shared by the stream scripts (the parts a script uses are
+-- prepended when it is loaded).
 --
 -- Every stream script takes the keys of one stream, in this order:
 --   KEYS[1] the stream (the user's key, e.g. orders.v1)
