@@ -23,7 +23,6 @@ mod delay_replicated_sends;
 mod delay_resent_ids;
 mod delay_slow_consumers;
 mod examples_run;
-mod history_idle;
 mod order_service;
 mod room_waiting;
 mod room_waiting_deployments;
@@ -32,3 +31,33 @@ mod room_waiting_processes;
 mod schedule_calendar;
 mod schedule_calendar_zones;
 mod stream_processes;
+
+/// No file of this binary defines a listener, a leader task or a schedule (directly or with the
+/// kit's `idle_listeners!`): one would run in every test here that starts a runtime.
+#[test]
+fn no_file_here_registers_a_listener() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/direct");
+    let marks = [
+        "#[delay_listener",
+        "#[stream_listener",
+        "#[leader_task",
+        "#[schedule",
+        "idle_listeners!",
+        "inventory::submit",
+    ];
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for mark in marks {
+            let found = text
+                .lines()
+                .map(str::trim_start)
+                .any(|l| !l.starts_with("//") && !l.starts_with('"') && l.contains(mark));
+            assert!(
+                !found,
+                "{} has {mark}: give it a binary of its own",
+                path.display()
+            );
+        }
+    }
+}
