@@ -728,6 +728,11 @@ async fn main() {
             .map(|(name, _)| name.to_string())
             .collect();
     }
+    // Names checked before Redis starts: `canonical` exits on a bad one, and an exit does not
+    // stop the redis-server (the kit stops it on drop).
+    for workload in &args {
+        canonical(workload);
+    }
     let redis = TestRedis::start(&deployment);
     let producer = Producer::connect(&redis.url()).await.expect("connect");
     let bench = Bench { redis, producer };
