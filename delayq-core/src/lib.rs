@@ -100,8 +100,9 @@ pub mod protocol {
     use crate::{Producer, Result};
 
     /// The SHA1 Redis knows the delay queue's script `name` by (`claim_due`, `ack`, ...: the
-    /// files of `scripts/delay/`), as this build loads it; for tools that read a script's
-    /// calls in `INFO commandstats` or the slow log.
+    /// files of `scripts/delay/` but the prelude's; the test kit's `travel` and `idle` only with
+    /// the feature `testing`), as this build loads it; for tools that read a script's calls in
+    /// `INFO commandstats` or the slow log. `None` for another name.
     pub fn delay_script_hash(name: &str) -> Option<&'static str> {
         crate::delay::script_hash(name)
     }

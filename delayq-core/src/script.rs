@@ -257,6 +257,24 @@ end
     }
 
     #[test]
+    fn every_delay_script_file_has_a_hash() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/delay");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap().to_str().unwrap();
+            let kit_only = ["travel", "idle"].contains(&name);
+            if ["prelude", "far", "far_place"].contains(&name)
+                || (kit_only && !cfg!(feature = "testing"))
+            {
+                continue;
+            }
+            let hash = crate::protocol::delay_script_hash(name);
+            assert_eq!(hash.map(str::len), Some(40), "{name}");
+        }
+        assert_eq!(crate::protocol::delay_script_hash("prelude"), None);
+    }
+
+    #[test]
     fn unindented_statements_that_are_not_locals_are_always_kept() {
         let prelude = "local function a() end\nredis.setresp(3)\nlocal function b()\n  a()\nend\n";
         assert_eq!(

@@ -1,4 +1,5 @@
--- far.lua: the far buckets, shared by the delay queue's scripts (prepended after prelude.lua).
+-- far.lua: the far buckets, shared by the delay queue's scripts (prepended after prelude.lua,
+-- the parts a script uses).
 --
 -- The hot keys (`delayed`, `msg`) hold only messages due within about two minutes; one due
 -- later waits in the far bucket of its due time, b = floor(due / width), the HASH

@@ -1,5 +1,6 @@
 -- far_place.lua: storing, removing and promoting far messages, shared by the delay queue's
--- scripts (prepended after far.lua, whose buckets, declared keys and lookups it uses).
+-- scripts (the parts a script uses prepended after far.lua, whose buckets, declared keys and
+-- lookups it uses).
 
 -- A far record: a fresh message (never claimed, no error, no option, no trace, no dedup window,
 -- the default priority) as

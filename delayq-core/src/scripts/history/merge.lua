@@ -1,5 +1,6 @@
--- history/merge.lua (prepended to record.lua and to the delay queue's sweep,
--- requeue_expired.lua): adding to a history. See record.lua for what a point holds.
+-- history/merge.lua (the parts a script uses prepended to record.lua and to the delay
+-- queue's sweep, requeue_expired.lua): adding to a history. See record.lua for what a point
+-- holds.
 local HISTORY_MINUTES, HISTORY_HOURS, HISTORY_FIELDS = 1440, 720, 8
 
 -- Adds `adds` (ok, retry, dead, timed_out, then the starts per lateness bin) to the points of
