@@ -174,6 +174,24 @@ pub mod __private {
     pub use crate::stream::{erase_stream, StreamListenerRegistration};
     pub use inventory;
 
+    /// What `start()` would run in this binary, as linked: the delay listeners' topics, and how
+    /// many stream listeners, leader tasks and schedules (for the test binaries that share one
+    /// process image and must register nothing).
+    pub fn linked_registrations() -> (Vec<&'static str>, usize) {
+        let topics = inventory::iter::<ListenerRegistration>
+            .into_iter()
+            .map(|r| r.topic)
+            .collect();
+        let others = inventory::iter::<StreamListenerRegistration>
+            .into_iter()
+            .count()
+            + inventory::iter::<LeaderTaskRegistration>
+                .into_iter()
+                .count()
+            + inventory::iter::<ScheduleRegistration>.into_iter().count();
+        (topics, others)
+    }
+
     /// Checks, on the parameter's span, that a listener's second parameter is `Ack`.
     #[diagnostic::on_unimplemented(
         message = "the second parameter of a listener must be `delayq_runtime::Ack`, not `{Self}`",

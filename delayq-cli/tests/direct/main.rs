@@ -17,21 +17,7 @@ mod dashboard_actions;
 /// every test here that starts a runtime. Give such a file a binary of its own.
 #[test]
 fn this_binary_registers_no_listener() {
-    use delayq_runtime::__private::{
-        inventory, LeaderTaskRegistration, ListenerRegistration, ScheduleRegistration,
-        StreamListenerRegistration,
-    };
-    let delay: Vec<_> = inventory::iter::<ListenerRegistration>
-        .into_iter()
-        .map(|r| r.topic)
-        .collect();
-    let others = inventory::iter::<StreamListenerRegistration>
-        .into_iter()
-        .count()
-        + inventory::iter::<LeaderTaskRegistration>
-            .into_iter()
-            .count()
-        + inventory::iter::<ScheduleRegistration>.into_iter().count();
+    let (delay, others) = delayq_runtime::__private::linked_registrations();
     assert!(
         delay.is_empty() && others == 0,
         "registered here: delay listeners {delay:?} and {others} others"

@@ -51,7 +51,6 @@ pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
 pub use receipt::Receipt;
-pub(crate) use scripts::script_hash;
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,
@@ -62,3 +61,14 @@ pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};
 #[cfg(feature = "testing")]
 pub use travel::{idle_state, travel};
+
+/// The SHA1 of delay script `name` as loaded (`protocol::delay_script_hash`), the test kit's
+/// `travel` and `idle` included when the feature `testing` is on.
+pub(crate) fn script_hash(name: &str) -> Option<&'static str> {
+    let found = scripts::SCRIPTS
+        .named(name)
+        .or_else(|| scripts::SWEEP_SCRIPTS.named(name));
+    #[cfg(feature = "testing")]
+    let found = found.or_else(|| travel::TRAVEL_SCRIPTS.named(name));
+    found.map(|s| s.get_hash())
+}

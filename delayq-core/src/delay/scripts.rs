@@ -45,15 +45,6 @@ scripts!(
     ]
 );
 
-/// The SHA1 of delay script `name` as loaded (`protocol::delay_script_hash`), the test kit's
-/// `travel` and `idle` included when the feature `testing` is on.
-pub(crate) fn script_hash(name: &str) -> Option<&'static str> {
-    let found = SCRIPTS.named(name).or_else(|| SWEEP_SCRIPTS.named(name));
-    #[cfg(feature = "testing")]
-    let found = found.or_else(|| super::travel::TRAVEL_SCRIPTS.named(name));
-    found.map(|s| s.get_hash())
-}
-
 // The back pool's sweep also samples the topic's backlog into its history (so that a topic
 // nothing happens on still has one, at no command of its own): the history's merge in front.
 scripts!(
