@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 /// Declares a set of scripts: a struct with one `Script` per name, each the file
 /// `src/scripts/<dir><name>.lua` with the parts of `prelude` it uses in front
-/// ([`with_prelude`]), compiled (hashed) once per process.
+/// ([`Prelude`]), compiled (hashed) once per process.
 macro_rules! scripts {
     ($set:ident, $static:ident, $dir:literal, $prelude:expr, [$($name:ident),* $(,)?]) => {
         pub(crate) struct $set {
@@ -24,11 +24,15 @@ macro_rules! scripts {
             }
         }
 
-        pub(crate) static $static: std::sync::LazyLock<$set> = std::sync::LazyLock::new(|| $set {
-            $($name: redis::Script::new(&$crate::script::with_prelude(
-                &$prelude,
-                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $dir, stringify!($name), ".lua"))
-            )),)*
+        pub(crate) static $static: std::sync::LazyLock<$set> = std::sync::LazyLock::new(|| {
+            // The prelude is read into parts once for the whole set.
+            let prelude: &str = &$prelude;
+            let prelude = $crate::script::Prelude::new(prelude);
+            $set {
+                $($name: redis::Script::new(&prelude.with(
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $dir, stringify!($name), ".lua"))
+                )),)*
+            }
         });
 
         /// A test named for the set: each of its scripts, with only the prelude parts it uses,
@@ -38,22 +42,30 @@ macro_rules! scripts {
         #[test]
         #[allow(non_snake_case)]
         fn $set() {
+            let prelude: &str = &$prelude;
             for (name, body) in [$((
                 stringify!($name),
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $dir, stringify!($name), ".lua")),
             ),)*] {
-                $crate::script::assert_reads_no_new_global(stringify!($set), &$prelude, name, body);
+                $crate::script::assert_reads_no_new_global(prelude, name, body);
             }
         }
     };
 }
 pub(crate) use scripts;
 
-/// `body` with the parts of `prelude` it uses, directly or through other parts, in front (in
-/// the prelude's order). Redis runs a script's whole text at every call, and each `local
-/// function` of a prelude is a closure made, its upvalues found, and garbage swept a call: the
-/// delay queue's whole prelude cost some 71,000 instructions a call before the script did
-/// anything (callgrind, `return 1` after it: 83,400 against 11,900 alone).
+/// `body` with the parts of `prelude` it uses in front (a [`Prelude`] read for one script).
+#[cfg(test)]
+pub(crate) fn with_prelude(prelude: &str, body: &str) -> String {
+    Prelude::new(prelude).with(body)
+}
+
+/// A prelude read into its parts, once for a set of scripts: each script gets the parts it
+/// uses, directly or through other parts, in front (in the prelude's order). Redis runs a
+/// script's whole text at every call, and each `local function` of a prelude is a closure
+/// made, its upvalues found, and garbage swept a call: the delay queue's whole prelude cost
+/// some 71,000 instructions a call before the script did anything (callgrind, `return 1`
+/// after it: 83,400 against 11,900 alone).
 ///
 /// A part starts at a line that begins, unindented, with `local` (it defines the names before
 /// its `=`, or the function's name) and runs to the next such line, with the unindented
@@ -62,27 +74,41 @@ pub(crate) use scripts;
 /// the end finds them all. A name in a string or a trailing comment keeps a part it does not
 /// need, which costs only that part; no use can be missed, since a local is reached only by its
 /// name. An unindented line that starts anything else is a part that is always kept.
-pub(crate) fn with_prelude(prelude: &str, body: &str) -> String {
-    let parts = parts(prelude);
-    let mut need: HashSet<&str> = names_used(body).collect();
-    let mut keep = vec![false; parts.len()];
-    for (i, part) in parts.iter().enumerate().rev() {
-        let wanted = match &part.defines {
-            Some(names) => names.iter().any(|n| need.contains(n)),
-            None => true,
-        };
-        if wanted {
-            keep[i] = true;
-            need.extend(names_used(part.text));
+pub(crate) struct Prelude<'a> {
+    parts: Vec<Part<'a>>,
+    len: usize,
+}
+
+impl<'a> Prelude<'a> {
+    pub(crate) fn new(prelude: &'a str) -> Self {
+        Prelude {
+            parts: parts(prelude),
+            len: prelude.len(),
         }
     }
-    let mut out = String::with_capacity(prelude.len() + body.len() + 1);
-    for (part, _) in parts.iter().zip(&keep).filter(|(_, k)| **k) {
-        out.push_str(part.text);
+
+    /// `body` with the parts it uses in front.
+    pub(crate) fn with(&self, body: &str) -> String {
+        let mut need: HashSet<&str> = names_used(body).collect();
+        let mut keep = vec![false; self.parts.len()];
+        for (i, part) in self.parts.iter().enumerate().rev() {
+            let wanted = match &part.defines {
+                Some(names) => names.iter().any(|n| need.contains(n)),
+                None => true,
+            };
+            if wanted {
+                keep[i] = true;
+                need.extend(names_used(part.text));
+            }
+        }
+        let mut out = String::with_capacity(self.len + body.len() + 1);
+        for (part, _) in self.parts.iter().zip(&keep).filter(|(_, k)| **k) {
+            out.push_str(part.text);
+        }
+        out.push('\n');
+        out.push_str(body);
+        out
     }
-    out.push('\n');
-    out.push_str(body);
-    out
 }
 
 /// One top-level statement of a prelude, with the comments before it.
@@ -113,12 +139,13 @@ fn parts(prelude: &str) -> Vec<Part<'_>> {
         }
         at += line.len();
     }
-    let ends = starts.iter().skip(1).map(|s| s.0).chain([prelude.len()]);
     let mut out: Vec<Part> = Vec::with_capacity(starts.len());
-    for ((from, defines), to) in starts.iter().zip(ends.collect::<Vec<_>>()) {
+    let mut starts = starts.into_iter().peekable();
+    while let Some((from, defines)) = starts.next() {
+        let to = starts.peek().map_or(prelude.len(), |next| next.0);
         out.push(Part {
-            text: &prelude[*from..to],
-            defines: defines.clone(),
+            text: &prelude[from..to],
+            defines,
         });
     }
     if out.is_empty() && !prelude.is_empty() {
@@ -174,35 +201,37 @@ fn names_used(text: &str) -> impl Iterator<Item = &str> {
 /// with the whole `prelude` in front, by the listings of Lua 5.1's compiler (`luac5.1`, as Redis
 /// runs Lua 5.1; Debian's package `lua5.1`).
 #[cfg(test)]
-pub(crate) fn assert_reads_no_new_global(set: &str, prelude: &str, name: &str, body: &str) {
-    let dir = std::env::temp_dir().join(format!("delayq-shake-{}-{set}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let globals = |text: &str, file: &str| -> std::collections::BTreeSet<String> {
-        let path = dir.join(file);
-        std::fs::write(&path, text).unwrap();
-        let out = std::process::Command::new("luac5.1")
-            .arg("-l")
-            .arg("-p")
-            .arg(&path)
-            .output()
+pub(crate) fn assert_reads_no_new_global(prelude: &str, name: &str, body: &str) {
+    use std::io::Write;
+    let globals = |text: &str| -> std::collections::BTreeSet<String> {
+        let mut luac = std::process::Command::new("luac5.1")
+            .args(["-l", "-p", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap_or_else(|e| {
                 panic!("luac5.1 (Debian: `apt-get install -y lua5.1`) did not run: {e}")
             });
-        let listing = String::from_utf8_lossy(&out.stdout);
+        luac.stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = luac.wait_with_output().unwrap();
         assert!(
             out.status.success(),
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        listing
+        String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|l| l.contains("GETGLOBAL") || l.contains("SETGLOBAL"))
             .filter_map(|l| l.rsplit("; ").next().map(str::to_string))
             .collect()
     };
-    let whole = globals(&format!("{prelude}\n{body}"), &format!("{name}.whole.lua"));
-    let shaken = globals(&with_prelude(prelude, body), &format!("{name}.lua"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let whole = globals(&format!("{prelude}\n{body}"));
+    let shaken = globals(&with_prelude(prelude, body));
     let new: Vec<_> = shaken.difference(&whole).collect();
     assert!(
         new.is_empty(),

@@ -1,5 +1,5 @@
 -- prelude.lua: shared by every delayq script (the parts a script uses are prepended when it is
--- loaded: `with_prelude` in script.rs).
+-- loaded: `Prelude` in script.rs).
 --
 -- Every script of a topic takes the same keys, in this order:
 --   KEYS[1] delayed   KEYS[2] inflight   KEYS[3] msg   KEYS[4] dead   KEYS[5] seq
@@ -43,7 +43,7 @@
 -- Times are milliseconds on the Redis server's clock.
 --
 -- Line numbers: only the parts of this prelude, far.lua and far_place.lua that a script uses
--- are prepended to it (`with_prelude` in script.rs: a part begins at an unindented `local`),
+-- are prepended to it (`Prelude` in script.rs: a part begins at an unindented `local`),
 -- so a Lua error reports a line of the script as loaded, not of its file.
 
 local function now_us()
