@@ -429,15 +429,23 @@ local function to_delayed(id, m, score)
   end
   index_priority(id, m)
 end
--- Writes what waits in `hot_writes`, 500 messages a command (Lua's `unpack` takes some 8,000
--- values at most), and writes at once from then on.
-local function flush_hot_writes()
-  for _, w in ipairs({ { 'HSET', KEYS[3], hot_writes.h }, { 'ZADD', KEYS[1], hot_writes.z } }) do
-    local args = w[3]
-    for first = 1, #args, 1000 do
-      redis.call(w[1], w[2], unpack(args, first, math.min(first + 999, #args)))
+-- Runs `cmd key args...` 1,000 of `args` a command (Lua's `unpack` takes some 8,000 values at
+-- most; an even count, so pairs stay whole); the replies' elements in order, when the replies
+-- are arrays (HMGET's: one per argument).
+local function call_in_chunks(cmd, key, args)
+  local replies = {}
+  for first = 1, #args, 1000 do
+    local r = redis.call(cmd, key, unpack(args, first, math.min(first + 999, #args)))
+    if type(r) == 'table' then
+      for k = 1, #r do replies[first + k - 1] = r[k] end
     end
   end
+  return replies
+end
+-- Writes what waits in `hot_writes`, 500 messages a command, and writes at once from then on.
+local function flush_hot_writes()
+  call_in_chunks('HSET', KEYS[3], hot_writes.h)
+  call_in_chunks('ZADD', KEYS[1], hot_writes.z)
   hot_writes = nil
 end
 

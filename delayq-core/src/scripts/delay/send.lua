@@ -48,14 +48,10 @@ local earliest = -1
 -- Ids reserved after their message finished (`dedup_for`): looked up only when there are any.
 local reserved = redis.call('EXISTS', KEYS[11]) == 1
 -- Which ids have an envelope already: one HMGET for the call (a new id's field is absent,
--- which costs little), 1,000 ids a command.
-local enveloped = {}
-for first = 1, #batch, 1000 do
-  local ids = {}
-  for k = first, math.min(first + 999, #batch) do ids[#ids + 1] = batch[k].id end
-  local found = redis.call('HMGET', KEYS[3], unpack(ids))
-  for k = 1, #ids do enveloped[first + k - 1] = found[k] ~= false end
-end
+-- which costs little), 1,000 ids a command; `enveloped[k]` is the k-th message's, or false.
+local ids = {}
+for k = 1, #batch do ids[k] = batch[k].id end
+local enveloped = call_in_chunks('HMGET', KEYS[3], ids)
 -- The messages placed hot are written together, after the loop (see `to_delayed`).
 hot_writes = { h = {}, z = {} }
 local out = {}
@@ -67,7 +63,7 @@ for k, s in ipairs(batch) do
   local until_ms = reserved and tonumber(redis.call('ZSCORE', KEYS[11], id))
   if until_ms and until_ms > now then
     outcome = 'duplicate'
-  elseif enveloped[k] then
+  elseif enveloped[k] ~= false then
     if redis.call('ZSCORE', KEYS[2], id) then
       outcome = 'duplicate'
     elseif redis.call('ZSCORE', KEYS[1], id) then
