@@ -6,6 +6,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use delayq_core::AckError;
@@ -124,21 +125,98 @@ pub(crate) async fn drive<L: Settle>(
         Ok(f) => f,
         Err(reason) => {
             tracing::error!(%reason, "payload does not decode; dead-lettered without retry");
-            settle(ctx, "dead-letter", || claim.nack("", Some(&reason))).await;
+            Box::pin(settle(ctx, "dead-letter", || claim.nack("", Some(&reason)))).await;
             return;
         }
     };
     // Polled in this task, not spawned: a spawn per delivery cost more than the rest of the
     // runtime's own work per message. A panic is caught here all the same.
     let mut handler = std::panic::AssertUnwindSafe(future).catch_unwind();
-    let ack_timeout = ctx.claim_len;
-    let renew_every = ack_timeout / 3;
-    let mut claim_lost = false;
     // A run past its hard limit is over: its future is dropped (with everything it holds; a
     // task it spawned is detached, not stopped, and code that never yields cannot be stopped)
     // and it fails like an `Err`, so it is retried, backed off or dead-lettered, and its slot
     // is free at once. Without a limit the timer is never armed.
     let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
+    // Most handlers finish at their first poll: then no timer is made (nor the clock read for
+    // one), and the waiting below, a future of its own, is never built. It is boxed, so that
+    // the task a delivery runs in stays small (under 1 KiB, where the allocator is fastest).
+    let first = std::future::poll_fn(|cx| Poll::Ready(handler.poll_unpin(cx))).await;
+    let (finished, stopped) = match first {
+        Poll::Ready(result) => (result, false),
+        Poll::Pending => match Box::pin(wait(ctx, &*claim, &mut handler, deadline)).await {
+            Some(end) => end,
+            // Shutdown grace is over: stop the handler (dropped here); the claim is handed
+            // back.
+            None => return,
+        },
+    };
+    // Drop the handler now (a run stopped at its limit is dropped mid-way), catching a panic in
+    // its destructors as a panic in its body is caught: it must not end this task, which may
+    // run other deliveries.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handler))).is_err() {
+        tracing::error!("a handler panicked while it was dropped");
+    }
+    let result = match finished {
+        Ok(result) => result,
+        Err(panic) => Err(Failure::Error(format!(
+            "handler panicked: {}",
+            panic_text(&*panic)
+        ))),
+    };
+    if claim.is_settled() {
+        return;
+    }
+    match after_run(result) {
+        AfterRun::Ack => Box::pin(settle(ctx, "ack", || claim.ack_after_run())).await,
+        // Its timeout was logged when it was stopped.
+        AfterRun::Retry(error) if stopped => {
+            Box::pin(settle(ctx, "retry", || claim.timed_out(&error))).await;
+        }
+        AfterRun::Retry(error) => {
+            tracing::warn!(%error, "handler failed");
+            Box::pin(settle(ctx, "retry", || claim.nack(&error, None))).await;
+        }
+        AfterRun::Later(after, text) => {
+            Box::pin(settle(ctx, "retry_after", || {
+                claim.retry_after(after, &text)
+            }))
+            .await;
+        }
+        AfterRun::AwaitAck => {
+            // Returned without acking: the ack deadline counts from now (a later one the
+            // handler set with `extend` stays). If the Ack was dropped, the message is
+            // delivered again after it.
+            if let Err(AckError::Failed(error)) = Box::pin(claim.extend(ctx.claim_len)).await {
+                ctx.health.failed(&error);
+            }
+            // Off the books once the deadline passed unsettled: by then it is redelivered.
+            let ack_timeout = ctx.claim_len;
+            tokio::spawn(async move {
+                tokio::time::sleep(ack_timeout).await;
+                if !claim.is_settled() {
+                    claim.leave_books();
+                }
+            });
+        }
+    }
+}
+
+/// What a run that did not finish at its first poll waits for: the handler's end, its hard
+/// limit (`deadline`), the renewal of its claim every third of the ack timeout, and the end of
+/// the shutdown grace (`None`: the run is abandoned). Returns the handler's result and whether
+/// the run was stopped at its limit (then its failure is a timeout).
+async fn wait<L: Settle, H>(
+    ctx: &RunContext<'_>,
+    claim: &L,
+    handler: &mut H,
+    deadline: Option<tokio::time::Instant>,
+) -> Option<(H::Output, bool)>
+where
+    H: Future<Output = std::thread::Result<Result<(), Failure>>> + Unpin,
+{
+    let ack_timeout = ctx.claim_len;
+    let renew_every = ack_timeout / 3;
+    let mut claim_lost = false;
     let timed_out = || {
         let limit = ctx.timeout.unwrap_or_default();
         let error = format!(
@@ -153,14 +231,12 @@ pub(crate) async fn drive<L: Settle>(
         }
         Ok(Err(Failure::Error(error)))
     };
-    // Whether the run was stopped at its limit (then its failure is a timeout).
     let mut stopped = false;
     let finished = loop {
         tokio::select! {
-            // The handler first: most finish at their first poll, and then the renewal timer
-            // is never registered.
+            // The handler first.
             biased;
-            result = &mut handler => break result,
+            result = &mut *handler => break result,
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                 stopped = true;
                 break timed_out();
@@ -171,7 +247,7 @@ pub(crate) async fn drive<L: Settle>(
                 }
                 // A renewal on a slow or frozen Redis may take long: it never holds the run
                 // past its limit.
-                let renewal = claim.extend(ack_timeout);
+                let renewal = Box::pin(claim.extend(ack_timeout));
                 let renewed = match deadline {
                     Some(at) => match tokio::time::timeout_at(at, renewal).await {
                         Ok(renewed) => renewed,
@@ -194,56 +270,8 @@ pub(crate) async fn drive<L: Settle>(
                     Err(AckError::Failed(error)) => ctx.health.failed(&error),
                 }
             }
-            _ = ctx.abort.cancelled() => {
-                // Shutdown grace is over: stop the handler (dropped here); the claim is handed
-                // back.
-                return;
-            }
+            _ = ctx.abort.cancelled() => return None,
         }
     };
-    // Drop the handler now (a run stopped at its limit is dropped mid-way), catching a panic in
-    // its destructors as a panic in its body is caught: it must not end this task, which may
-    // run other deliveries.
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handler))).is_err() {
-        tracing::error!("a handler panicked while it was dropped");
-    }
-    let result = match finished {
-        Ok(result) => result,
-        Err(panic) => Err(Failure::Error(format!(
-            "handler panicked: {}",
-            panic_text(&*panic)
-        ))),
-    };
-    if claim.is_settled() {
-        return;
-    }
-    match after_run(result) {
-        AfterRun::Ack => settle(ctx, "ack", || claim.ack_after_run()).await,
-        // Its timeout was logged when it was stopped.
-        AfterRun::Retry(error) if stopped => {
-            settle(ctx, "retry", || claim.timed_out(&error)).await;
-        }
-        AfterRun::Retry(error) => {
-            tracing::warn!(%error, "handler failed");
-            settle(ctx, "retry", || claim.nack(&error, None)).await;
-        }
-        AfterRun::Later(after, text) => {
-            settle(ctx, "retry_after", || claim.retry_after(after, &text)).await;
-        }
-        AfterRun::AwaitAck => {
-            // Returned without acking: the ack deadline counts from now (a later one the
-            // handler set with `extend` stays). If the Ack was dropped, the message is
-            // delivered again after it.
-            if let Err(AckError::Failed(error)) = claim.extend(ack_timeout).await {
-                ctx.health.failed(&error);
-            }
-            // Off the books once the deadline passed unsettled: by then it is redelivered.
-            tokio::spawn(async move {
-                tokio::time::sleep(ack_timeout).await;
-                if !claim.is_settled() {
-                    claim.leave_books();
-                }
-            });
-        }
-    }
+    Some((finished, stopped))
 }

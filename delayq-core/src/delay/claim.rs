@@ -181,7 +181,7 @@ impl TopicQueue {
                 }
                 // Stored as it was: this delivery is one more attempt, under the claim's token.
                 Value::BulkString(raw) => {
-                    match Envelope::parse(&raw).and_then(|e| e.delivered(token)) {
+                    match Envelope::parse_owned(raw).and_then(|e| e.delivered(token)) {
                         Ok(envelope) => batch.claimed.push(Delivery { id, envelope }),
                         Err(why) => {
                             // Not `?`: the acks that rode on the claim were done, and their

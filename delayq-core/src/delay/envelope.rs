@@ -37,15 +37,40 @@ impl Envelope {
     /// # Errors
     /// What does not parse.
     pub fn parse(raw: &[u8]) -> Result<Self, String> {
+        let (mut envelope, start) = Self::parse_header(raw)?;
+        envelope.payload = raw[start..].to_vec();
+        Ok(envelope)
+    }
+
+    /// [`parse`](Self::parse) of bytes the caller owns (a claim's reply): the payload keeps
+    /// their buffer, the header moved out of its front, instead of a copy.
+    pub(crate) fn parse_owned(mut raw: Vec<u8>) -> Result<Self, String> {
+        let (mut envelope, start) = Self::parse_header(&raw)?;
+        raw.drain(..start);
+        envelope.payload = raw;
+        Ok(envelope)
+    }
+
+    /// The envelope without its payload, and where the payload starts.
+    fn parse_header(raw: &[u8]) -> Result<(Self, usize), String> {
         let nl = raw
             .iter()
             .position(|&b| b == b'\n')
             .ok_or("no header line")?;
         let header = std::str::from_utf8(&raw[..nl]).map_err(|_| "header is not UTF-8")?;
-        let fields: Vec<&str> = header.split(' ').collect();
-        if !(8..=12).contains(&fields.len()) || fields[0] != "1" {
-            return Err(format!("unknown header {header:?}"));
+        let unknown = || format!("unknown header {header:?}");
+        // 8 to 12 fields (a message's): read into an array, not a vector (a claim parses one
+        // header a message).
+        let mut fields = [""; 12];
+        let mut n = 0;
+        for field in header.split(' ') {
+            *fields.get_mut(n).ok_or_else(unknown)? = field;
+            n += 1;
         }
+        if n < 8 || fields[0] != "1" {
+            return Err(unknown());
+        }
+        let fields = &fields[..n];
         // Digits only, as the scripts read a header (`decode` in prelude.lua): what they cannot
         // read must not be delivered (its delivery could not settle it).
         let num = |i: usize| -> Result<u64, String> {
@@ -74,13 +99,16 @@ impl Envelope {
             128
         };
         let body = &raw[nl + 1..];
-        if err_len + reason_len + trace_len + key_len > body.len() {
-            return Err("lengths in the header exceed the envelope".to_string());
-        }
-        let (texts, payload) = body.split_at(err_len + reason_len + trace_len + key_len);
+        // Checked: a hand-edited header's lengths could add up past usize (and wrap).
+        let texts_len = [err_len, reason_len, trace_len, key_len]
+            .into_iter()
+            .try_fold(0usize, usize::checked_add)
+            .filter(|&n| n <= body.len())
+            .ok_or("lengths in the header exceed the envelope")?;
+        let texts = &body[..texts_len];
         let trace_end = err_len + reason_len + trace_len;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        Ok(Envelope {
+        let envelope = Envelope {
             attempt: u32::try_from(num(1)?)
                 .map_err(|_| format!("attempt over 2^32 in {header:?}"))?,
             token: num(2)?,
@@ -93,8 +121,9 @@ impl Envelope {
             key: text(&texts[trace_end..]),
             dedup_ms,
             priority,
-            payload: payload.to_vec(),
-        })
+            payload: Vec::new(),
+        };
+        Ok((envelope, nl + 1 + texts.len()))
     }
 
     /// The envelope as the delivery of a claim with `token` sees it: a claim leaves the stored
@@ -145,10 +174,34 @@ mod tests {
     }
 
     #[test]
+    fn parse_owned_reads_as_parse() {
+        for raw in [
+            &b"1 2 3 0 100 200 4 2\nboomRM{\"a\":1}"[..],
+            b"1 1 2 0 100 200 1 0 2 0 128 3\nEtrcus-{}",
+            b"1 1 2 0 100 200 0 0 0 0 192\n",
+            b"1 1 2 0 100 200 0 0 5\n00-ab{}",
+            b"1 1 2 0 100 200 0 0 5\n00-a",
+            b"1 x 0 0 0 0 0 0\n",
+        ] {
+            assert_eq!(
+                format!("{:?}", Envelope::parse_owned(raw.to_vec())),
+                format!("{:?}", Envelope::parse(raw)),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
+
+    #[test]
     fn rejects_garbage_with_a_reason() {
         assert!(Envelope::parse(b"{\"a\":1}").is_err());
         assert!(Envelope::parse(b"2 0 0 0 0 0 0 0\n").is_err());
         assert!(Envelope::parse(b"1 0 0 0 0 0 9 0\nab").is_err());
         assert!(Envelope::parse(b"1 x 0 0 0 0 0 0\n").is_err());
+        // Lengths that add up past usize (a hand edit) are an error, not a panic.
+        assert!(Envelope::parse(b"1 0 0 0 0 0 18446744073709551615 1\nab").is_err());
+        assert!(Envelope::parse_owned(b"1 0 0 0 0 0 1 18446744073709551615\nab".to_vec()).is_err());
+        // Thirteen fields: not a header of this layout.
+        assert!(Envelope::parse(b"1 0 0 0 0 0 0 0 0 0 128 0 0\n{}").is_err());
     }
 }

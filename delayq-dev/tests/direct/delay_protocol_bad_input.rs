@@ -264,3 +264,38 @@ async fn a_due_time_past_what_delayq_stores_is_refused_naming_the_limit() {
         "only the first and the last send were written"
     );
 }
+
+/// A hand-edited header whose lengths add up past what a machine word holds: the claim reads
+/// it as undeliverable (moved to the dead letters) instead of wrapping the sum and panicking
+/// on the slice, and the good message beside it is delivered.
+#[tokio::test]
+async fn an_envelope_whose_lengths_overflow_is_undeliverable_not_a_panic() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let q = delayq_core::protocol::queue(&p, "t").unwrap();
+    let k = keys("t");
+    let mut c = server.connection();
+    redis::cmd("HSET")
+        .arg(&k.msg)
+        .arg("huge")
+        .arg("1 0 0 0 0 0 18446744073709551615 1\nab")
+        .query::<()>(&mut c)
+        .unwrap();
+    redis::cmd("ZADD")
+        .arg(&k.delayed)
+        .arg(0)
+        .arg("huge")
+        .query::<()>(&mut c)
+        .unwrap();
+    let good = p.send("t", &"fine", Duration::ZERO).await.unwrap();
+
+    let batch = q.claim_due(10, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(batch.claimed.len(), 1);
+    assert_eq!(batch.claimed[0].id, good);
+    assert_eq!(batch.undeliverable.len(), 1, "{:?}", batch.undeliverable);
+    let (id, why) = &batch.undeliverable[0];
+    assert_eq!(id.as_str(), "huge");
+    assert!(why.contains("exceed"), "{why}");
+    let counts = p.counts("t").await.unwrap();
+    assert_eq!((counts.inflight, counts.dead), (1, 1), "{counts:?}");
+}

@@ -185,13 +185,14 @@ impl TopicRuntime {
     }
 }
 
-/// Runs a topic's claimed message.
+/// Runs a topic's claimed message (`inbound`, built by the caller: an argument of an async fn
+/// stays in its future for the whole run, so the delivery is taken once, in its final form).
 pub(crate) async fn run(
     topic: Arc<TopicRuntime>,
-    delivery: Delivery,
+    inbound: TopicDelivery,
     permit: OwnedSemaphorePermit,
 ) {
-    let claim = topic.enter_claim(&delivery, permit);
+    let claim = topic.enter_claim(&inbound.delivery, permit);
     // However the run ends (a panic in the runtime's own code included), its slot is freed.
     struct FreeSlot(Arc<Claim>);
     impl Drop for FreeSlot {
@@ -200,14 +201,10 @@ pub(crate) async fn run(
         }
     }
     let _free = FreeSlot(claim.clone());
-    let running = Running::start(&topic.meter, ms_to_time(delivery.envelope.due_ms));
+    let running = Running::start(&topic.meter, ms_to_time(inbound.delivery.envelope.due_ms));
     if let Some(tick) = claim.tick() {
         tick.started(running.late());
     }
-    let inbound = TopicDelivery {
-        topic: topic.name.clone(),
-        delivery,
-    };
     let started = topic.handler.call(&inbound, Ack::new(claim.clone()));
     let ctx = RunContext {
         health: &topic.health,
