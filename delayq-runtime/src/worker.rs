@@ -136,19 +136,24 @@ pub(crate) async fn drive<L: Settle>(
     // task it spawned is detached, not stopped, and code that never yields cannot be stopped)
     // and it fails like an `Err`, so it is retried, backed off or dead-lettered, and its slot
     // is free at once. Without a limit the timer is never armed.
-    let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
-    // Most handlers finish at their first poll: then no timer is made (nor the clock read for
-    // one), and the waiting below, a future of its own, is never built. It is boxed, so that
-    // the task a delivery runs in stays small (under 1 KiB, where the allocator is fastest).
+    // The run starts now: its limit and its first renewal count from here, however long its
+    // first poll takes.
+    let start = tokio::time::Instant::now();
+    let deadline = ctx.timeout.map(|t| start + t);
+    // Most handlers finish at their first poll: then no timer is made, and the waiting below,
+    // a future of its own, is never built. It is boxed, so that the task a delivery runs in
+    // stays small (under 1 KiB, where the allocator is fastest).
     let first = std::future::poll_fn(|cx| Poll::Ready(handler.poll_unpin(cx))).await;
     let (finished, stopped) = match first {
         Poll::Ready(result) => (result, false),
-        Poll::Pending => match Box::pin(wait(ctx, &*claim, &mut handler, deadline)).await {
-            Some(end) => end,
-            // Shutdown grace is over: stop the handler (dropped here); the claim is handed
-            // back.
-            None => return,
-        },
+        Poll::Pending => {
+            match Box::pin(wait(ctx, &*claim, &mut handler, (start, deadline))).await {
+                Some(end) => end,
+                // Shutdown grace is over: stop the handler (dropped here); the claim is handed
+                // back.
+                None => return,
+            }
+        }
     };
     // Drop the handler now (a run stopped at its limit is dropped mid-way), catching a panic in
     // its destructors as a panic in its body is caught: it must not end this task, which may
@@ -202,20 +207,24 @@ pub(crate) async fn drive<L: Settle>(
 }
 
 /// What a run that did not finish at its first poll waits for: the handler's end, its hard
-/// limit (`deadline`), the renewal of its claim every third of the ack timeout, and the end of
-/// the shutdown grace (`None`: the run is abandoned). Returns the handler's result and whether
-/// the run was stopped at its limit (then its failure is a timeout).
+/// limit (`deadline`), the renewal of its claim every third of the ack timeout from `start`
+/// (the first one as soon as a first poll that took longer returns), and the end of the
+/// shutdown grace (`None`: the run is abandoned). Returns the handler's result and whether the
+/// run was stopped at its limit (then its failure is a timeout). A handler is not polled past
+/// its limit: one that blocked past it and then yields is stopped there, not let finish.
 async fn wait<L: Settle, H>(
     ctx: &RunContext<'_>,
     claim: &L,
     handler: &mut H,
-    deadline: Option<tokio::time::Instant>,
+    (start, deadline): (tokio::time::Instant, Option<tokio::time::Instant>),
 ) -> Option<(H::Output, bool)>
 where
     H: Future<Output = std::thread::Result<Result<(), Failure>>> + Unpin,
 {
     let ack_timeout = ctx.claim_len;
     let renew_every = ack_timeout / 3;
+    let mut renew_at = start + renew_every;
+    let past_limit = || deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
     let mut claim_lost = false;
     let timed_out = || {
         let limit = ctx.timeout.unwrap_or_default();
@@ -236,12 +245,19 @@ where
         tokio::select! {
             // The handler first.
             biased;
-            result = &mut *handler => break result,
+            // Past its limit, the handler waits (the limit's timer, armed, ends the run).
+            result = std::future::poll_fn(|cx| {
+                if past_limit() {
+                    return Poll::Pending;
+                }
+                handler.poll_unpin(cx)
+            }) => break result,
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                 stopped = true;
                 break timed_out();
             }
-            _ = tokio::time::sleep(renew_every), if !claim_lost => {
+            _ = tokio::time::sleep_until(renew_at), if !claim_lost => {
+                renew_at = tokio::time::Instant::now() + renew_every;
                 if claim.is_settled() {
                     continue;
                 }
@@ -258,6 +274,8 @@ where
                     },
                     None => renewal.await,
                 };
+                // The next one a third of the ack timeout after this one ended.
+                renew_at = tokio::time::Instant::now() + renew_every;
                 match renewed {
                     Ok(()) => ctx.health.ok(),
                     Err(AckError::Stale) => {
