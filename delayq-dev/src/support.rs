@@ -190,6 +190,18 @@ impl<T: Clone> Seen<T> {
     }
 }
 
+/// Panics unless nothing in this test binary registers a listener, a stream listener, a
+/// leader task or a schedule (whichever way it is written: an attribute, a crate path, a kit
+/// macro): for the binaries that gather many test files, where one would run in every test
+/// that starts a runtime.
+pub fn assert_registers_no_listener() {
+    let (delay, others) = delayq_runtime::__private::linked_registrations();
+    assert!(
+        delay.is_empty() && others == 0,
+        "registered here: delay listeners {delay:?} and {others} others"
+    );
+}
+
 /// A runtime running only `topics` against `server`, with a short shutdown grace.
 pub async fn runtime(server: &RedisServer, topics: &[&str]) -> delayq_runtime::RuntimeHandle {
     runtime_at(&server.url(), topics, Duration::from_secs(2)).await

@@ -3,10 +3,12 @@
 //! one that blocks past the limit must not be let finish after it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use delayq_dev::{pending_entries, producer, sleep_ms, stream_runtime, RedisServer};
-use delayq_runtime::{delay_listener, stream_listener, Runtime};
+use delayq_dev::{
+    drained, pending_entries, producer, runtime, sleep_ms, stream_runtime, wait_until, RedisServer,
+};
+use delayq_runtime::{delay_listener, stream_listener};
 
 static PAST_LIMIT: AtomicUsize = AtomicUsize::new(0);
 
@@ -24,25 +26,12 @@ async fn blocks_then_yields(_msg: String) -> Result<(), String> {
 async fn a_run_that_blocked_past_its_limit_is_stopped_at_its_next_yield_and_failed() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics(["first.limit"])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime(&server, &["first.limit"]).await;
     p.send("first.limit", &"x".to_string(), Duration::ZERO)
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let c = p.counts("first.limit").await.unwrap();
-        let settled = c.delayed == 0 && c.inflight == 0;
-        if c.dead >= 1 || (settled && PAST_LIMIT.load(Ordering::SeqCst) > 0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never settled: {c:?}");
-        sleep_ms(20).await;
-    }
+    // Settled either way: dead-lettered (stopped at its limit) or acked (let run past it).
+    drained(&p, "first.limit", Duration::from_secs(10)).await;
     sleep_ms(200).await;
     let dead = p.dead_letters("first.limit", 0..10).await.unwrap();
     assert_eq!(
@@ -73,20 +62,14 @@ async fn long_first_poll(_msg: String) -> Result<(), String> {
 async fn a_long_first_poll_is_renewed_in_time_and_not_delivered_again() {
     let server = RedisServer::start();
     let p = producer(&server).await;
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics(["first.renew"])
-        .spawn()
-        .await
-        .unwrap();
+    let rt = runtime(&server, &["first.renew"]).await;
     p.send("first.renew", &"x".to_string(), Duration::ZERO)
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while LONG_DONE.load(Ordering::SeqCst) < 1 {
-        assert!(Instant::now() < deadline, "never finished");
-        sleep_ms(20).await;
-    }
+    wait_until(Duration::from_secs(15), "the run to finish", || {
+        LONG_DONE.load(Ordering::SeqCst) >= 1
+    })
+    .await;
     sleep_ms(3000).await;
     assert_eq!(
         LONG_STARTS.load(Ordering::SeqCst),
@@ -119,11 +102,10 @@ async fn a_long_first_poll_of_a_stream_handler_is_renewed_and_not_taken_over() {
     let p = producer(&server).await;
     let rt = stream_runtime(&server, &["first.stream"]).await;
     p.publish("first.stream", &"x".to_string()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while STREAM_DONE.load(Ordering::SeqCst) < 1 {
-        assert!(Instant::now() < deadline, "never finished");
-        sleep_ms(20).await;
-    }
+    wait_until(Duration::from_secs(15), "the run to finish", || {
+        STREAM_DONE.load(Ordering::SeqCst) >= 1
+    })
+    .await;
     sleep_ms(3000).await;
     assert_eq!(
         STREAM_STARTS.load(Ordering::SeqCst),

@@ -257,8 +257,8 @@ where
                 break timed_out();
             }
             _ = tokio::time::sleep_until(renew_at), if !claim_lost => {
-                renew_at = tokio::time::Instant::now() + renew_every;
                 if claim.is_settled() {
+                    renew_at = tokio::time::Instant::now() + renew_every;
                     continue;
                 }
                 // A renewal on a slow or frozen Redis may take long: it never holds the run

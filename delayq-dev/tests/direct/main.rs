@@ -37,9 +37,5 @@ mod stream_processes;
 /// every test here that starts a runtime. Give such a file a binary of its own.
 #[test]
 fn this_binary_registers_no_listener() {
-    let (delay, others) = delayq_runtime::__private::linked_registrations();
-    assert!(
-        delay.is_empty() && others == 0,
-        "registered here: delay listeners {delay:?} and {others} others"
-    );
+    delayq_dev::assert_registers_no_listener();
 }
