@@ -120,20 +120,37 @@ impl Due {
         }
     }
 
-    fn kind_and_ms(self) -> (&'static str, u64) {
+    /// Whether it is unix ms, and its ms.
+    pub(crate) fn at_and_ms(self) -> (bool, u64) {
         match self {
-            Due::InMs(ms) => ("delay", ms),
-            Due::AtMs(ms) => ("at", ms),
+            Due::InMs(ms) => (false, ms),
+            Due::AtMs(ms) => (true, ms),
         }
+    }
+
+    /// The scripts' `when_kind` and `when`.
+    fn kind_and_ms(self) -> (&'static str, u64) {
+        let (at, ms) = self.at_and_ms();
+        (when_kind(at), ms)
     }
 }
 
-/// One message for `send.lua`.
+/// The scripts' `when_kind` of a due time: unix ms (`at`) or ms from the server's now.
+fn when_kind(at: bool) -> &'static str {
+    if at {
+        "at"
+    } else {
+        "delay"
+    }
+}
+
+/// What every message of one `send.lua` call shares.
 pub(crate) struct Outgoing<'a> {
-    pub id: &'a MessageId,
     /// Replace a pending message with this id instead of keeping it.
     pub replace: bool,
-    pub due: Due,
+    /// Whether the messages' `when` is unix ms (`Due::AtMs`) rather than ms from the server's
+    /// now (`Due::InMs`).
+    pub at: bool,
     /// 0 for the listener's default.
     pub max_attempts: u32,
     /// How long the id stays reserved once the message finished (`dedup_for`), ms; 0 for not.
@@ -144,27 +161,25 @@ pub(crate) struct Outgoing<'a> {
     pub key: &'a str,
     /// The sender's W3C traceparent, or empty.
     pub trace: &'a str,
-    pub payload: &'a [u8],
 }
 
+/// A `send.lua` call of `messages` (id, `when` as `shared.at` says, payload).
 pub(crate) fn send<'a>(
     k: &TopicKeys,
     far: &Buckets,
-    messages: impl IntoIterator<Item = Outgoing<'a>>,
+    shared: &Outgoing<'_>,
+    messages: impl IntoIterator<Item = (&'a MessageId, u64, &'a [u8])>,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.send, k, far);
-    for m in messages {
-        let (kind, when) = m.due.kind_and_ms();
-        inv.arg(m.id.as_str())
-            .arg(if m.replace { "replace" } else { "new" })
-            .arg(kind)
-            .arg(when)
-            .arg(m.max_attempts)
-            .arg(m.dedup_ms)
-            .arg(m.priority)
-            .arg(m.key)
-            .arg(m.trace)
-            .arg(m.payload);
+    inv.arg(if shared.replace { "replace" } else { "new" })
+        .arg(when_kind(shared.at))
+        .arg(shared.max_attempts)
+        .arg(shared.dedup_ms)
+        .arg(shared.priority)
+        .arg(shared.key)
+        .arg(shared.trace);
+    for (id, when, payload) in messages {
+        inv.arg(id.as_str()).arg(when).arg(payload);
     }
     inv
 }

@@ -126,27 +126,23 @@ impl Producer {
         let write = |conn: RedisConn| {
             let (keys, far, trace, payload, id) = (&keys, far.clone(), &trace, &payload, &id);
             async move {
+                let (at, when) = due.at_and_ms();
+                let shared = Outgoing {
+                    replace: options.replace || options.debounce,
+                    at,
+                    max_attempts,
+                    dedup_ms,
+                    priority,
+                    key,
+                    trace,
+                };
                 declaring(&conn, keys, far, |far| {
-                    scripts::send(
-                        keys,
-                        far,
-                        [Outgoing {
-                            id,
-                            replace: options.replace || options.debounce,
-                            due,
-                            max_attempts,
-                            dedup_ms,
-                            priority,
-                            key,
-                            trace,
-                            payload,
-                        }],
-                    )
+                    scripts::send(keys, far, &shared, [(id, when, payload.as_slice())])
                 })
                 .await
             }
         };
-        let (lane, codes): (_, Vec<String>) = if options.replicas == 0 {
+        let (lane, codes): (_, String) = if options.replicas == 0 {
             (None, write(self.conn.clone()).await?)
         } else {
             let lane = self.replicated.lane(&keys.msg).await?;
@@ -168,10 +164,10 @@ impl Producer {
                 }
             }
         };
-        let outcome = match codes.first().map(String::as_str) {
-            Some("created") => SendOutcome::Created(id),
-            Some("duplicate") => SendOutcome::Duplicate(id),
-            Some("replaced") => SendOutcome::Replaced(id),
+        let outcome = match codes.as_str() {
+            "c" => SendOutcome::Created(id),
+            "d" => SendOutcome::Duplicate(id),
+            "r" => SendOutcome::Replaced(id),
             _ => return Err(Error::unexpected("send", &codes)),
         };
         if let Some(lane) = lane {
@@ -223,19 +219,21 @@ impl Producer {
         self.before_first_write(topic).await?;
         let trace = current_traceparent();
         let chunks: Vec<_> = encoded.chunks(BATCH_CHUNK).collect();
+        let shared = Outgoing {
+            replace: false,
+            at: false,
+            max_attempts: 0,
+            dedup_ms: 0,
+            priority: Priority::Normal.level(),
+            key: "",
+            trace: &trace,
+        };
+        // Every due of a batch is a delay (`at` false above).
         let call = |chunk: &[(MessageId, Vec<u8>, Due)], far: &Buckets| {
-            let messages = chunk.iter().map(|(id, payload, due)| Outgoing {
-                id,
-                replace: false,
-                due: *due,
-                max_attempts: 0,
-                dedup_ms: 0,
-                priority: Priority::Normal.level(),
-                key: "",
-                trace: &trace,
-                payload,
-            });
-            scripts::send(&keys, far, messages)
+            let messages = chunk
+                .iter()
+                .map(|(id, payload, due)| (id, due.at_and_ms().1, payload.as_slice()));
+            scripts::send(&keys, far, &shared, messages)
         };
         let guesses: Vec<Buckets> = chunks
             .iter()
@@ -262,7 +260,7 @@ impl Producer {
             match reply {
                 Ok(_) => {}
                 Err(e) if ran_nothing(&e) => {
-                    let _: Vec<String> =
+                    let _: String =
                         declaring(&self.conn, &keys, far, |far| call(chunk, far)).await?;
                 }
                 Err(e) => return Err(explain(&self.conn, &keys, e).await),

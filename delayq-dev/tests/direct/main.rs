@@ -21,6 +21,7 @@ mod delay_protocol_random;
 mod delay_protocol_transitions;
 mod delay_replicated_sends;
 mod delay_resent_ids;
+mod delay_send_envelopes;
 mod delay_slow_consumers;
 mod examples_run;
 mod order_service;

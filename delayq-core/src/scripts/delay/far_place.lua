@@ -147,7 +147,7 @@ local function promote(now)
       if m then
         scores[#scores + 1] = m.due_ms
         envelopes[#envelopes + 1] = encode(m)
-        index_priority(id, m)
+        index_priority(id, m.priority or DEFAULT_PRIORITY)
       else
         scores[#scores + 1] = now
         envelopes[#envelopes + 1] = raw

@@ -102,10 +102,16 @@ local function int(n)
   return s
 end
 
-local function encode(m)
-  local header = '1 ' .. int(m.attempt) .. ' ' .. int(m.token) .. ' ' .. int(m.max_attempts)
-    .. ' ' .. int(m.enqueued_ms) .. ' ' .. int(m.due_ms) .. ' ' .. int(#m.last_error) .. ' '
-    .. int(#m.dead_reason)
+-- An envelope in three parts, so that a send builds the parts its messages share once a call
+-- (`envelope_head .. due .. envelope_tail .. payload`, as `encode`): the header up to its due
+-- time, and from after the due time to the payload.
+local function envelope_head(m)
+  return '1 ' .. int(m.attempt) .. ' ' .. int(m.token) .. ' ' .. int(m.max_attempts) .. ' '
+    .. int(m.enqueued_ms) .. ' '
+end
+
+local function envelope_tail(m)
+  local header = ' ' .. int(#m.last_error) .. ' ' .. int(#m.dead_reason)
   local priority = m.priority or DEFAULT_PRIORITY
   local key = m.key or ''
   if #key > 0 then
@@ -117,7 +123,11 @@ local function encode(m)
   elseif #m.trace > 0 then
     header = header .. ' ' .. #m.trace
   end
-  return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. key .. m.payload
+  return header .. '\n' .. m.last_error .. m.dead_reason .. m.trace .. key
+end
+
+local function encode(m)
+  return envelope_head(m) .. int(m.due_ms) .. envelope_tail(m) .. m.payload
 end
 
 -- The score of the earliest member of a sorted set, or -1 when it is empty.
@@ -403,31 +413,35 @@ end
 local function ready_priority(score)
   return 255 - math.floor(tonumber(score) / READY_BLOCK)
 end
--- Notes the priority of `id`, now in `delayed`, when it is not the default.
-local function index_priority(id, m)
-  local p = m.priority or DEFAULT_PRIORITY
+-- Notes priority `p` of `id`, now in `delayed`, when it is not the default.
+local function index_priority(id, p)
   if p ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[14], id, p) end
 end
 
--- Stores envelope `m` of `id` in the hot keys, waiting in `delayed` with `score` (its due
--- time, or now for a message handed back), its priority indexed. While `hot_writes` is a
+-- Stores envelope `raw` of `id` in the hot keys, waiting in `delayed` with `score` (its due
+-- time, or now for a message handed back; a string), its priority indexed (`to_delayed` does
+-- the same with an envelope table and a number). While `hot_writes` is a
 -- table (send.lua, whose ids are distinct and read nothing another message of the call
 -- writes), the HSET and ZADD wait there for one of each a call (`flush_hot_writes`): a
 -- `redis.call` costs about as much as the command itself.
 local hot_writes = nil
-local function to_delayed(id, m, score)
+local function store_hot(id, raw, score, priority)
   if hot_writes then
     local h, z = hot_writes.h, hot_writes.z
     h[#h + 1] = id
-    h[#h + 1] = encode(m)
-    -- As a string: Redis formats a Lua number with %.17g, dearer still.
-    z[#z + 1] = score % 1 == 0 and int(score) or score
+    h[#h + 1] = raw
+    z[#z + 1] = score
     z[#z + 1] = id
   else
-    redis.call('HSET', KEYS[3], id, encode(m))
+    redis.call('HSET', KEYS[3], id, raw)
     redis.call('ZADD', KEYS[1], score, id)
   end
-  index_priority(id, m)
+  index_priority(id, priority)
+end
+local function to_delayed(id, m, score)
+  -- The score as a string: Redis formats a Lua number with %.17g, dearer still.
+  store_hot(id, encode(m), score % 1 == 0 and int(score) or score,
+    m.priority or DEFAULT_PRIORITY)
 end
 -- Runs `cmd key args...` 1,000 of `args` a command (Lua's `unpack` takes some 8,000 values at
 -- most; an even count, so pairs stay whole); the replies' elements in order, when the replies

@@ -1,8 +1,10 @@
 -- send.lua: new messages enter `delayed`, or their far bucket when due later than about two
 -- minutes from now (one call for one message or a whole batch).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (and far.lua: the far buckets the call may touch)
--- then 10 per message from ARGV[3]: id, mode, when_kind, when, max_attempts, dedup, priority,
--- key, trace, payload
+-- then what every message of the call shares, ARGV[3] to ARGV[9]: mode, when_kind,
+-- max_attempts, dedup, priority, key, trace; then 3 per message from ARGV[10]: id, when,
+-- payload (Redis parses each argument and makes it a Lua string: what a batch shares goes
+-- once)
 --   mode: 'new'     keep an existing message with that id (-> duplicate)
 --         'replace' replace a pending (delayed, far or dead) one with that id
 --   when_kind: 'delay' (ms from the server's now) or 'at' (unix ms)
@@ -14,32 +16,44 @@
 --   trace: the sender's W3C traceparent, or ''
 -- An id reserved in `done` (KEYS[11], see `reserve`) is a duplicate, whatever the mode.
 -- The ids of one call are distinct.
--- Returns one code per message: 'created', 'duplicate' or 'replaced'.
+-- Returns a string of one character per message, in their order: 'c' created, 'd' duplicate
+-- (kept), 'r' replaced (one string: a reply of a bulk string a message costs Redis and the
+-- client more than the message's write).
 local now = now_ms()
--- A message's number from its argument; the usual values without `tonumber`, which costs
--- about 1,000 instructions (strtod).
-local function arg_num(s)
-  if s == '0' then return 0 end
-  if s == '128' then return 128 end
-  return tonumber(s)
+local FIRST = 10
+local mode, kind = ARGV[3], ARGV[4]
+if kind ~= 'delay' and kind ~= 'at' then
+  return redis.error_reply('delayq: send when_kind ' .. tostring(kind))
 end
+-- What every message of the call shares, as a fresh envelope (`due_ms` and `payload` apart).
+local fresh = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[5]), enqueued_ms = now,
+  last_error = '', dead_reason = '', dedup = tonumber(ARGV[6]), priority = tonumber(ARGV[7]),
+  key = ARGV[8], trace = ARGV[9] }
 
--- Which far buckets the call needs: each message's, and those its id may already be in.
-local batch, seen, soon_far, prioritized = {}, {}, false, false
-for i = 3, #ARGV, 10 do
-  local id, kind = ARGV[i], ARGV[i + 2]
+-- Which far buckets the call needs: each message's, and those its id may already be in. The
+-- messages as parallel lists (a table a message costs its allocation and its collection).
+local ids, dues, times, seen, soon_far = {}, {}, {}, {}, false
+local n = 0
+for i = FIRST, #ARGV, 3 do
+  local id = ARGV[i]
   if seen[id] then return redis.error_reply('delayq: id ' .. id .. ' twice in one send') end
   seen[id] = true
-  local due = tonumber(ARGV[i + 3])
+  local due = tonumber(ARGV[i + 1])
   if kind == 'delay' then due = now + due end
   if goes_far(due, now) then
     need(bucket_of(due))
     soon_far = true
   end
-  batch[#batch + 1] = { i = i, id = id, due = due, t = id_time(id) }
-  if arg_num(ARGV[i + 6]) ~= DEFAULT_PRIORITY then prioritized = true end
+  n = n + 1
+  ids[n], dues[n] = id, due
 end
-for _, s in ipairs(batch) do need_lookup(s.id, s.t, soon_far) end
+-- An id's ULID time tells which far bucket it may be in: read only when there may be one.
+if soon_far or far_exists() then
+  for k = 1, n do
+    times[k] = id_time(ids[k])
+    need_lookup(ids[k], times[k], soon_far)
+  end
+end
 local missing = missing_buckets()
 if missing then return missing end
 
@@ -49,27 +63,27 @@ local earliest = -1
 local reserved = redis.call('EXISTS', KEYS[11]) == 1
 -- Which ids have an envelope already: one HMGET for the call (a new id's field is absent,
 -- which costs little), 1,000 ids a command; `enveloped[k]` is the k-th message's, or false.
-local ids = {}
-for k = 1, #batch do ids[k] = batch[k].id end
 local enveloped = call_in_chunks('HMGET', KEYS[3], ids)
--- The messages placed hot are written together, after the loop (see `to_delayed`).
+-- The messages placed hot are written together, after the loop (see `store_hot`), each
+-- envelope the call's head and tail around its due time.
 hot_writes = { h = {}, z = {} }
+local head, tail = envelope_head(fresh), envelope_tail(fresh)
 local out = {}
 -- Where each replaced message was, cleared once every message is placed (see far.lua).
 local clear = {}
-for k, s in ipairs(batch) do
-  local id, mode, i = s.id, ARGV[s.i + 1], s.i
-  local outcome, was = 'created', nil
+for k = 1, n do
+  local id, due = ids[k], dues[k]
+  local outcome, was = 'c', nil
   local until_ms = reserved and tonumber(redis.call('ZSCORE', KEYS[11], id))
   if until_ms and until_ms > now then
-    outcome = 'duplicate'
+    outcome = 'd'
   elseif enveloped[k] ~= false then
     if redis.call('ZSCORE', KEYS[2], id) then
-      outcome = 'duplicate'
+      outcome = 'd'
     elseif redis.call('ZSCORE', KEYS[1], id) then
-      if mode == 'replace' then outcome, was = 'replaced', 'hot' else outcome = 'duplicate' end
+      if mode == 'replace' then outcome, was = 'r', 'hot' else outcome = 'd' end
     elseif redis.call('ZSCORE', KEYS[12], id) then
-      if mode == 'replace' then outcome, was = 'replaced', 'ready' else outcome = 'duplicate' end
+      if mode == 'replace' then outcome, was = 'r', 'ready' else outcome = 'd' end
     elseif redis.call('ZSCORE', KEYS[4], id) then
       -- A dead message with this id is done with: the new send starts it afresh.
       was = 'dead'
@@ -77,25 +91,32 @@ for k, s in ipairs(batch) do
       was = 'stray' -- an envelope in `msg` of no state: the new send takes its place
     end
   else
-    local b = far_bucket(id, s.t)
+    local b = far_bucket(id, times[k])
     if b then
-      if mode == 'replace' then outcome, was = 'replaced', b else outcome = 'duplicate' end
+      if mode == 'replace' then outcome, was = 'r', b else outcome = 'd' end
     end
   end
-  if outcome ~= 'duplicate' then
+  if outcome ~= 'd' then
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
-    local m = { attempt = 0, token = 0, max_attempts = arg_num(ARGV[i + 4]), enqueued_ms = now,
-      due_ms = s.due, last_error = '', dead_reason = '', dedup = arg_num(ARGV[i + 5]),
-      priority = arg_num(ARGV[i + 6]), key = ARGV[i + 7], trace = ARGV[i + 8],
-      payload = ARGV[i + 9] }
-    local look, now_in = place(id, m, now, s.t)
+    local payload = ARGV[FIRST + 3 * k - 1]
+    local look, now_in = due, nil
+    if goes_far(due, now) then
+      local m = { payload = payload, due_ms = due }
+      for f, v in pairs(fresh) do m[f] = v end
+      look, now_in = place(id, m, now, times[k])
+    else
+      -- As place() would, without a table: the score is the due time, as in the header.
+      local d = int(due)
+      store_hot(id, head .. d .. tail .. payload, d, fresh.priority)
+    end
     if earliest == -1 or look < earliest then earliest = look end
     if was then
-      clear[#clear + 1] = { id = id, t = s.t, was = was, now_in = now_in, priority = m.priority }
+      clear[#clear + 1] = { id = id, t = times[k], was = was, now_in = now_in,
+        priority = fresh.priority }
     end
   end
-  out[#out + 1] = outcome
+  out[k] = outcome
 end
 flush_hot_writes()
 far_flush()
@@ -119,11 +140,11 @@ for _, c in ipairs(clear) do
   end
 end
 far_flush()
-if prioritized then redis.call('HSET', KEYS[9], 'prio', 1) end
+if n > 0 and fresh.priority ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[9], 'prio', 1) end
 -- Wake the bosses when this send moved the time they must look earlier, or when that time
 -- has already come (then a boss may not know of it: a wake-up lost in a reconnect, or a
 -- foreign write).
 if earliest ~= -1 and (old_next == -1 or earliest < old_next or old_next <= now) then
   wake(WAKE_BOSS)
 end
-return out
+return table.concat(out)
