@@ -12,6 +12,10 @@
 //!
 //! BullMQ's jobs are removed on completion (`remove_on_complete`), as delayq deletes an acked
 //! message. Its due time is the job's timestamp plus its delay, both on this machine's clock.
+//!
+//! With `--node`, each round also runs BullMQ on Node (`node/bench.mjs`, after `npm install
+//! --prefix benchmarks/peers/node`) on the drain and keep-up workloads, on the same server, and
+//! the table gains its column and ratio.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -357,6 +361,33 @@ async fn precision(server: &Server, peer: Peer) -> Metrics {
     summarize(20)
 }
 
+/// BullMQ on Node on `workload` (`drain50`, `drain200` or `keep_up`): `node/bench.mjs` against
+/// this server, its one line of JSON read as the metrics the Rust side computes.
+fn node(server: &Server, workload: &str) -> Metrics {
+    server.flush();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/node/bench.mjs");
+    let out = Command::new("node")
+        .arg(script)
+        .arg(workload)
+        .arg(server.port.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("node on PATH, and `npm install --prefix benchmarks/peers/node` run once");
+    assert!(out.status.success(), "node bench.mjs {workload}: {}", out.status);
+    let got: BTreeMap<String, f64> =
+        serde_json::from_slice(&out.stdout).expect("bench.mjs prints its metrics as JSON");
+    let mut m = Metrics::new();
+    for key in [
+        "msgs_per_s",
+        "lateness_p50_ms",
+        "lateness_p99_ms",
+        "lateness_max_ms",
+    ] {
+        m.insert(key, got[key]);
+    }
+    m
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -366,6 +397,8 @@ fn median(v: &mut [f64]) -> f64 {
 async fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut runs = 3;
+    let with_node = args.iter().any(|a| a == "--node");
+    args.retain(|a| a != "--node");
     if let Some(i) = args.iter().position(|a| a == "--runs") {
         runs = args[i + 1].parse().expect("--runs N");
         args.drain(i..i + 2);
@@ -417,15 +450,37 @@ async fn main() {
                     results.entry((name, tag)).or_default().push(m);
                 }
             }
+            let on_node: &[(&str, &str)] = match w.as_str() {
+                "drain" if with_node => &[("drain c50", "drain50"), ("drain c200", "drain200")],
+                "keep_up" if with_node => &[("keep_up c50", "keep_up")],
+                _ => &[],
+            };
+            for (name, workload) in on_node {
+                let m = node(&server, workload);
+                eprintln!("round {round} {name} bullmq-node: {m:?}");
+                results.entry((name.to_string(), 2)).or_default().push(m);
+            }
         }
     }
     println!(
-        "{:<14} {:<16} {:>26} {:>26} {:>8}",
-        "workload", "metric", "delayq", "bullmq-official", "ratio"
+        "{:<14} {:<16} {:>26} {:>26} {:>8}{}",
+        "workload",
+        "metric",
+        "delayq",
+        "bullmq-official",
+        "ratio",
+        if with_node {
+            format!(" {:>26} {:>8}", "bullmq (node)", "ratio")
+        } else {
+            String::new()
+        }
     );
     for (name, metric, higher) in cases {
         let cell = |tag: u8| -> (f64, String) {
-            let mut v: Vec<f64> = results[&(name.clone(), tag)]
+            let Some(runs) = results.get(&(name.clone(), tag)) else {
+                return (f64::NAN, "-".into());
+            };
+            let mut v: Vec<f64> = runs
                 .iter()
                 .map(|m| m[metric])
                 .collect();
@@ -438,8 +493,17 @@ async fn main() {
         };
         let (ours, ours_s) = cell(0);
         let (theirs, theirs_s) = cell(1);
-        let ratio = if higher { ours / theirs } else { theirs / ours };
-        println!("{name:<14} {metric:<16} {ours_s:>26} {theirs_s:>26} {ratio:>7.1}×");
+        let ratio = |theirs: f64| if higher { ours / theirs } else { theirs / ours };
+        let node = if with_node {
+            let (node, node_s) = cell(2);
+            format!(" {node_s:>26} {:>7.1}×", ratio(node))
+        } else {
+            String::new()
+        };
+        println!(
+            "{name:<14} {metric:<16} {ours_s:>26} {theirs_s:>26} {:>7.1}×{node}",
+            ratio(theirs)
+        );
     }
     println!("\nratio: how many times better delayq is (throughput ÷, lateness the other way)");
 }
