@@ -373,7 +373,11 @@ fn node(server: &Server, workload: &str) -> Metrics {
         .stderr(Stdio::inherit())
         .output()
         .expect("node on PATH, and `npm install --prefix benchmarks/peers/node` run once");
-    assert!(out.status.success(), "node bench.mjs {workload}: {}", out.status);
+    assert!(
+        out.status.success(),
+        "node bench.mjs {workload}: {}",
+        out.status
+    );
     let got: BTreeMap<String, f64> =
         serde_json::from_slice(&out.stdout).expect("bench.mjs prints its metrics as JSON");
     let mut m = Metrics::new();
@@ -480,10 +484,7 @@ async fn main() {
             let Some(runs) = results.get(&(name.clone(), tag)) else {
                 return (f64::NAN, "-".into());
             };
-            let mut v: Vec<f64> = runs
-                .iter()
-                .map(|m| m[metric])
-                .collect();
+            let mut v: Vec<f64> = runs.iter().map(|m| m[metric]).collect();
             let (lo, hi) = (
                 v.iter().cloned().fold(f64::INFINITY, f64::min),
                 v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
