@@ -26,6 +26,26 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
             };
         }
     }
+    // A key a script checks before it writes (a far bucket, whose name is not among the
+    // topic's fixed keys) is named in its answer: `WRONGTYPE delayq: <key> holds a <type>
+    // where delayq keeps a <type>` (send.lua).
+    let text = err.to_string();
+    let named = text
+        .split_once("delayq: ")
+        .and_then(|(_, rest)| rest.split_once(" holds a "))
+        .and_then(|(key, rest)| Some((key, rest.split_once(" where delayq keeps a ")?)));
+    if let Some((key, (found, expected))) = named {
+        let expected = ["hash", "zset", "string"]
+            .into_iter()
+            .find(|t| expected.starts_with(t));
+        if let Some(expected) = expected {
+            return Error::WrongType {
+                key: key.to_string(),
+                expected,
+                found: found.to_string(),
+            };
+        }
+    }
     Error::Redis(err)
 }
 

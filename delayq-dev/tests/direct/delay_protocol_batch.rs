@@ -33,7 +33,7 @@ async fn a_batch_of_10000_is_one_script_call() {
     let count = |name: &str| calls.get(name).copied().unwrap_or(0);
     let inside_send_lua = [
         "time", "zrange", "hexists", "zscore", "zrem", "hset", "zadd", "publish", "exists", "hget",
-        "hsetnx", "hincrby", "hdel", "hmget",
+        "hsetnx", "hincrby", "hdel", "hmget", "type",
     ];
     let sent_by_client: Vec<_> = calls
         .iter()

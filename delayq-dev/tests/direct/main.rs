@@ -22,6 +22,7 @@ mod delay_protocol_transitions;
 mod delay_replicated_sends;
 mod delay_resent_ids;
 mod delay_send_envelopes;
+mod delay_send_hand_edits;
 mod delay_slow_consumers;
 mod examples_run;
 mod order_service;

@@ -160,7 +160,9 @@ local function need_lookup(id, t, soon_far)
   if where_exists() then need(tonumber(redis.call('HGET', KEYS[8], id))) end
 end
 
--- The far bucket that holds `id` (whose ULID time is `t`, nil for another id), or nil.
+-- The far bucket that holds `id` (whose ULID time is `t`, nil for another id), or nil. A
+-- `where` entry is believed only when its bucket holds the id (one left by a hand edit, or
+-- pointing at a bucket that was deleted, would make a send of the id a duplicate of nothing).
 local function far_bucket(id, t)
   if not far_exists() then return nil end
   if t then
@@ -168,7 +170,7 @@ local function far_bucket(id, t)
     if redis.call('HEXISTS', far_key(b), id) == 1 then return b end
   end
   if not where_exists() then return nil end
-  local b = redis.call('HGET', KEYS[8], id)
-  if b then return tonumber(b) end
+  local b = tonumber(redis.call('HGET', KEYS[8], id))
+  if b and redis.call('HEXISTS', far_key(b), id) == 1 then return b end
   return nil
 end

@@ -25,6 +25,10 @@ local mode, kind = ARGV[3], ARGV[4]
 if kind ~= 'delay' and kind ~= 'at' then
   return redis.error_reply('delayq: send when_kind ' .. tostring(kind))
 end
+-- Whole messages only, checked before anything is written.
+if #ARGV < FIRST - 1 or (#ARGV - FIRST + 1) % 3 ~= 0 then
+  return redis.error_reply('delayq: send takes 3 arguments a message after 9, not ' .. #ARGV)
+end
 -- What every message of the call shares, as a fresh envelope (`due_ms` and `payload` apart).
 local fresh = { attempt = 0, token = 0, max_attempts = tonumber(ARGV[5]), enqueued_ms = now,
   last_error = '', dead_reason = '', dedup = tonumber(ARGV[6]), priority = tonumber(ARGV[7]),
@@ -56,6 +60,18 @@ if soon_far or far_exists() then
 end
 local missing = missing_buckets()
 if missing then return missing end
+-- The far buckets it was given, where it looks and writes, must be hashes (or not exist):
+-- checked before anything is written, with an answer that names the key (a far bucket is not
+-- among the keys the client checks itself).
+if soon_far or far_exists() then
+  for i = 15, #KEYS do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= 'hash' then
+      return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[i] .. ' holds a ' .. t
+        .. ' where delayq keeps a hash')
+    end
+  end
+end
 
 local old_next = next_due()
 local earliest = -1
@@ -64,15 +80,12 @@ local reserved = redis.call('EXISTS', KEYS[11]) == 1
 -- Which ids have an envelope already: one HMGET for the call (a new id's field is absent,
 -- which costs little), 1,000 ids a command; `enveloped[k]` is the k-th message's, or false.
 local enveloped = call_in_chunks('HMGET', KEYS[3], ids)
--- The messages placed hot are written together, after the loop (see `store_hot`), each
--- envelope the call's head and tail around its due time.
-hot_writes = { h = {}, z = {} }
-local head, tail = envelope_head(fresh), envelope_tail(fresh)
-local out = {}
--- Where each replaced message was, cleared once every message is placed (see far.lua).
-local clear = {}
+-- First every look-up, then every write: a call that fails (a key another program wrote with
+-- another type) fails before its first write, and a batch writes whole or not at all. What
+-- each message's send does: its answer, and where a message it replaces was (`was`).
+local outs, wases, strays = {}, {}, {}
 for k = 1, n do
-  local id, due = ids[k], dues[k]
+  local id = ids[k]
   local outcome, was = 'c', nil
   local until_ms = reserved and tonumber(redis.call('ZSCORE', KEYS[11], id))
   if until_ms and until_ms > now then
@@ -88,7 +101,15 @@ for k = 1, n do
       -- A dead message with this id is done with: the new send starts it afresh.
       was = 'dead'
     else
-      was = 'stray' -- an envelope in `msg` of no state: the new send takes its place
+      -- An envelope in `msg` of no state (a stray): the new send takes its place, unless the
+      -- id also waits far (a hand edit), which it is as for any far message.
+      local b = far_bucket(id, times[k])
+      if b then
+        strays[k] = true
+        if mode == 'replace' then outcome, was = 'r', b else outcome = 'd' end
+      else
+        was = 'stray'
+      end
     end
   else
     local b = far_bucket(id, times[k])
@@ -96,7 +117,26 @@ for k = 1, n do
       if mode == 'replace' then outcome, was = 'r', b else outcome = 'd' end
     end
   end
-  if outcome ~= 'd' then
+  outs[k], wases[k] = outcome, was
+end
+-- The priority index, written below and not read above (its type read here once: a new
+-- message with the default priority clears an entry left for its id, which would lift it).
+local index = redis.call('TYPE', KEYS[14])['ok']
+if index ~= 'none' and index ~= 'hash' then
+  return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[14] .. ' holds a ' .. index
+    .. ' where delayq keeps a hash')
+end
+local unindex = index == 'hash' and fresh.priority == DEFAULT_PRIORITY and {} or nil
+
+-- The messages placed hot are written together, after the loop (see `store_hot`), each
+-- envelope the call's head and tail around its due time.
+hot_writes = { h = {}, z = {} }
+local head, tail = envelope_head(fresh), envelope_tail(fresh)
+-- Where each replaced message was, cleared once every message is placed (see far.lua).
+local clear = {}
+for k = 1, n do
+  local id, due, was = ids[k], dues[k], wases[k]
+  if outs[k] ~= 'd' then
     -- Token 0 until claimed: claims draw theirs from `seq`, so a token is never reused even
     -- when this id was acked, cancelled or purged and is now sent again.
     local payload = ARGV[FIRST + 3 * k - 1]
@@ -113,16 +153,18 @@ for k = 1, n do
     if earliest == -1 or look < earliest then earliest = look end
     if was then
       clear[#clear + 1] = { id = id, t = times[k], was = was, now_in = now_in,
-        priority = fresh.priority }
+        priority = fresh.priority, stray = strays[k] }
     end
+    if unindex then unindex[#unindex + 1] = id end
   end
-  out[k] = outcome
 end
 flush_hot_writes()
 far_flush()
 for _, c in ipairs(clear) do
   if type(c.was) == 'number' then
     far_remove(c.id, c.was, c.t, c.now_in)
+    -- The stray envelope beside it goes too, unless the message was placed hot over it.
+    if c.stray and c.now_in then redis.call('HDEL', KEYS[3], c.id) end
   else
     if c.was == 'dead' then redis.call('ZREM', KEYS[4], c.id) end
     -- Out of `ready` wherever it went: it is due again at its new time.
@@ -140,6 +182,7 @@ for _, c in ipairs(clear) do
   end
 end
 far_flush()
+if unindex and #unindex > 0 then call_in_chunks('HDEL', KEYS[14], unindex) end
 if n > 0 and fresh.priority ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[9], 'prio', 1) end
 -- Wake the bosses when this send moved the time they must look earlier, or when that time
 -- has already come (then a boss may not know of it: a wake-up lost in a reconnect, or a
@@ -147,4 +190,4 @@ if n > 0 and fresh.priority ~= DEFAULT_PRIORITY then redis.call('HSET', KEYS[9],
 if earliest ~= -1 and (old_next == -1 or earliest < old_next or old_next <= now) then
   wake(WAKE_BOSS)
 end
-return table.concat(out)
+return table.concat(outs)
