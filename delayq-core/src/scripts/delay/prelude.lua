@@ -260,10 +260,10 @@ end
 
 -- Reservations (`dedup_for`): a finished message (acked or dead) whose envelope carries a
 -- window keeps its id reserved in KEYS[11] until now + window; send.lua answers a send with
--- a reserved id `duplicate`. `pairs` is a flat list of window (ms), id. Reservations whose time
--- passed are removed on the way (and by the back pool's sweep, `unreserve_expired`), at most
--- UNRESERVE_PER_CALL a call (windows that all ended together go over a few calls), so a
--- quiet id costs nothing once its window is over. A reservation ends by the year 9999
+-- a reserved id as a duplicate ('d'). `pairs` is a flat list of window (ms), id. Reservations
+-- whose time passed are removed on the way (and by the back pool's sweep,
+-- `unreserve_expired`), at most UNRESERVE_PER_CALL a call (windows that all ended together go
+-- over a few calls), so a quiet id costs nothing once its window is over. A reservation ends by the year 9999
 -- (MAX_DUE_MS, as time.rs') at the latest.
 local UNRESERVE_PER_CALL = 1000
 local MAX_DUE_MS = 253402300799999
