@@ -263,8 +263,8 @@ end
 -- a reserved id as a duplicate ('d'). `pairs` is a flat list of window (ms), id. Reservations
 -- whose time passed are removed on the way (and by the back pool's sweep,
 -- `unreserve_expired`), at most UNRESERVE_PER_CALL a call (windows that all ended together go
--- over a few calls), so a quiet id costs nothing once its window is over. A reservation ends by the year 9999
--- (MAX_DUE_MS, as time.rs') at the latest.
+-- over a few calls), so a quiet id costs nothing once its window is over. A reservation ends
+-- by the year 9999 (MAX_DUE_MS, as time.rs') at the latest.
 local UNRESERVE_PER_CALL = 1000
 local MAX_DUE_MS = 253402300799999
 local function unreserve_expired(now)
