@@ -88,7 +88,8 @@ end
 -- The buckets this call needs and was not given.
 local wanted, wanted_set = {}, {}
 local function need(b)
-  if b and not wanted_set[b] and not is_declared(b) then
+  -- (b ~= b: a `where` entry of 'nan', by hand, which no bucket is named by.)
+  if b and b == b and not wanted_set[b] and not is_declared(b) then
     wanted_set[b] = true
     wanted[#wanted + 1] = far_member(b)
   end
@@ -171,6 +172,21 @@ local function far_bucket(id, t)
   end
   if not where_exists() then return nil end
   local b = tonumber(redis.call('HGET', KEYS[8], id))
-  if b and redis.call('HEXISTS', far_key(b), id) == 1 then return b end
+  if b and b == b and redis.call('HEXISTS', far_key(b), id) == 1 then return b end
+  return nil
+end
+
+-- The error reply naming the first far bucket this call was given (KEYS[15] on) that holds
+-- something other than a hash, or nil. A script that writes to far buckets asks it before its
+-- first write: another program's key there would fail the call partway, with what it wrote
+-- before kept (a record outside `far`, never promoted; a message out of flight and nowhere).
+local function foreign_bucket()
+  for i = 15, #KEYS do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= 'hash' then
+      return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[i] .. ' holds a ' .. t
+        .. ' where delayq keeps a hash')
+    end
+  end
   return nil
 end

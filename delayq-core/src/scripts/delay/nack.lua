@@ -22,6 +22,9 @@ if ARGV[8] == '' and (later or m.attempt < max) and goes_far(due, now) then
 end
 local missing = missing_buckets()
 if missing then return missing end
+-- Before the first write (see far.lua): the message must not leave `inflight` for nowhere.
+local foreign = foreign_bucket()
+if foreign then return foreign end
 redis.call('ZREM', KEYS[2], id)
 claim_ended(id)
 if ARGV[9] == 't' then count('timeout', 1, now) end

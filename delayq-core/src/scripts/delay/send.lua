@@ -64,13 +64,8 @@ if missing then return missing end
 -- checked before anything is written, with an answer that names the key (a far bucket is not
 -- among the keys the client checks itself).
 if soon_far or far_exists() then
-  for i = 15, #KEYS do
-    local t = redis.call('TYPE', KEYS[i])['ok']
-    if t ~= 'none' and t ~= 'hash' then
-      return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[i] .. ' holds a ' .. t
-        .. ' where delayq keeps a hash')
-    end
-  end
+  local foreign = foreign_bucket()
+  if foreign then return foreign end
 end
 
 local old_next = next_due()

@@ -54,6 +54,11 @@ end
 for _, s in ipairs(batch) do need_lookup(s.id, s.t, soon_far) end
 local missing = missing_buckets()
 if missing then return missing end
+-- Before the first write (see far.lua; the record, the last key, is a hash).
+if soon_far or far_exists() then
+  local foreign = foreign_bucket()
+  if foreign then return foreign end
+end
 
 local payload = redis.call('HGET', record, 'payload')
 local missed = tonumber(ARGV[6]) + (tonumber(redis.call('HGET', record, 'missed')) or 0)
