@@ -349,6 +349,23 @@ async fn a_batch_failing_on_a_wrong_type_bucket_writes_nothing() {
     }
 }
 
+/// A message on topic `t` due in `hours` (so that `far` exists), and an hourly schedule `sch`
+/// into `t`, read back.
+async fn far_message_and_hourly_schedule(
+    p: &delayq_core::Producer,
+    hours: u64,
+) -> (MessageId, delayq_core::protocol::ScheduleState) {
+    let other = p
+        .send("t", &"other", Duration::from_secs(hours * 3600))
+        .await
+        .unwrap();
+    let every_hour = delayq_core::Schedule::every(Duration::from_secs(3600)).unwrap();
+    p.upsert_schedule("sch", every_hour, "t", &"x")
+        .await
+        .unwrap();
+    (other, p.schedule_state("sch").await.unwrap().unwrap())
+}
+
 /// Claims and acks everything due, travelling `hops` times an hour and a bit; the payloads.
 async fn drain(p: &delayq_core::Producer, topic: &str, hops: usize) -> Vec<String> {
     let q = queue(p, topic).unwrap();
@@ -378,24 +395,11 @@ async fn drain(p: &delayq_core::Producer, topic: &str, hops: usize) -> Vec<Strin
 /// once the key is gone the schedule goes on; every tick is then delivered once.
 #[tokio::test]
 async fn a_tick_meeting_a_far_bucket_of_another_type_is_not_lost() {
-    use delayq_core::Schedule;
     let server = RedisServer::start();
     let p = producer(&server).await;
     let hour = 3_600_000u64;
     // Another far message (due later than every tick here), so that `far` exists.
-    let other = p
-        .send("t", &"other", Duration::from_secs(6 * 3600))
-        .await
-        .unwrap();
-    p.upsert_schedule(
-        "sch",
-        Schedule::every(Duration::from_secs(3600)).unwrap(),
-        "t",
-        &"x",
-    )
-    .await
-    .unwrap();
-    let mut s = p.schedule_state("sch").await.unwrap().unwrap();
+    let (other, mut s) = far_message_and_hourly_schedule(&p, 6).await;
     let first = s.next;
     let mut conn = server.connection();
     let junk = format!("delayq:{{t}}:far:{}", (first + hour) / 60_000);
@@ -429,7 +433,6 @@ async fn a_tick_meeting_a_far_bucket_of_another_type_is_not_lost() {
         _ => vec![],
     };
     let mut want = vec![format!("sch@{first}")];
-    let _ = &mut want;
     for t in expected {
         if !want.contains(&t) {
             want.push(t);
@@ -445,21 +448,9 @@ async fn a_tick_meeting_a_far_bucket_of_another_type_is_not_lost() {
 /// tick.lua with a dangling `where` entry for a tick's id: the tick is written.
 #[tokio::test]
 async fn a_tick_with_a_dangling_where_entry_is_written() {
-    use delayq_core::Schedule;
     let server = RedisServer::start();
     let p = producer(&server).await;
-    p.send("t", &"other", Duration::from_secs(3 * 3600))
-        .await
-        .unwrap();
-    p.upsert_schedule(
-        "sch",
-        Schedule::every(Duration::from_secs(3600)).unwrap(),
-        "t",
-        &"x",
-    )
-    .await
-    .unwrap();
-    let mut s = p.schedule_state("sch").await.unwrap().unwrap();
+    let (_, mut s) = far_message_and_hourly_schedule(&p, 3).await;
     let first = s.next;
     let mut conn = server.connection();
     let b: i64 = conn.zrange::<_, Vec<i64>>(keys("t").far, 0, 0).unwrap()[0];
