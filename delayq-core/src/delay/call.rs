@@ -15,20 +15,10 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
     if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {
         return Error::Redis(err);
     }
-    let (_, mut c) = conn.current();
-    for (key, expected) in keys.typed() {
-        let found: Option<String> = redis::cmd("TYPE").arg(key).query_async(&mut c).await.ok();
-        if let Some(found) = found.filter(|t| t != expected && t != "none") {
-            return Error::WrongType {
-                key: key.to_string(),
-                expected,
-                found,
-            };
-        }
-    }
     // A key a script checks before it writes (a far bucket, whose name is not among the
     // topic's fixed keys) is named in its answer: `WRONGTYPE delayq: <key> holds a <type>
-    // where delayq keeps a <type>` (send.lua).
+    // where delayq keeps a <type>` (far.lua's `foreign_bucket`, send.lua), named before the
+    // fixed keys are looked at: one of those the call never touched may be foreign too.
     let text = err.to_string();
     let named = text
         .split_once("delayq: ")
@@ -43,6 +33,17 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
                 key: key.to_string(),
                 expected,
                 found: found.to_string(),
+            };
+        }
+    }
+    let (_, mut c) = conn.current();
+    for (key, expected) in keys.typed() {
+        let found: Option<String> = redis::cmd("TYPE").arg(key).query_async(&mut c).await.ok();
+        if let Some(found) = found.filter(|t| t != expected && t != "none") {
+            return Error::WrongType {
+                key: key.to_string(),
+                expected,
+                found,
             };
         }
     }

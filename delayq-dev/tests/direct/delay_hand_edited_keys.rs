@@ -558,3 +558,33 @@ async fn a_where_entry_that_is_not_a_bucket_number_is_ignored() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// A reschedule into a far bucket of another type fails naming that bucket, and leaves the
+/// message where it was (it wrote the bucket's width first, and the error was Redis' own);
+/// the error names the bucket even when a key the call never touches is foreign too.
+#[tokio::test]
+async fn a_reschedule_into_a_far_bucket_of_another_type_changes_nothing() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    p.send_with("t", &"m", opts("m").delay(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let mut conn = server.connection();
+    let _: () = conn.set(keys("t").history, "foreign too").unwrap();
+    let now = time_to_ms(SystemTime::now());
+    let delay = 3 * 3_600_000u64;
+    for b in (now + delay) / 60_000 - 2..=(now + delay) / 60_000 + 2 {
+        let _: () = conn.set(format!("delayq:{{t}}:far:{b}"), "junk").unwrap();
+    }
+    let before = snapshot(&mut conn);
+    let r = p
+        .reschedule("t", &id("m"), Duration::from_millis(delay))
+        .await;
+    assert!(
+        matches!(&r, Err(Error::WrongType { key, expected: "hash", found })
+            if key.starts_with("delayq:{t}:far:") && found == "string"),
+        "{r:?}"
+    );
+    assert_eq!(snapshot(&mut conn), before, "the failed reschedule wrote");
+    assert_eq!(state(&server, "t", &id("m")), "delayed");
+}

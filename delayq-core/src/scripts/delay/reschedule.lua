@@ -17,6 +17,9 @@ if goes_far(due, now) then need(bucket_of(due)) end
 if not hot then need_lookup(id, t, false) end
 local missing = missing_buckets()
 if missing then return missing end
+-- Before the first write (see far.lua).
+local foreign = foreign_bucket()
+if foreign then return foreign end
 
 local old_next = next_due()
 local m, was
