@@ -17,8 +17,8 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
     }
     // A key a script checks before it writes (a far bucket, whose name is not among the
     // topic's fixed keys) is named in its answer: `WRONGTYPE delayq: <key> holds a <type>
-    // where delayq keeps a <type>` (far.lua's `foreign_bucket`, send.lua), named before the
-    // fixed keys are looked at: one of those the call never touched may be foreign too.
+    // where delayq keeps a <type>` (far.lua's `key_type`), named before the fixed keys are
+    // looked at: one of those the call never touched may be foreign too.
     let text = err.to_string();
     let named = text
         .split_once("delayq: ")

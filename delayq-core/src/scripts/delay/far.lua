@@ -176,17 +176,26 @@ local function far_bucket(id, t)
   return nil
 end
 
+-- The type of `key` ('none' when absent), and the error reply naming it when it holds another
+-- type than `kind` (another program's key, or a hand edit), else nil. The client's `explain`
+-- reads the key's name out of that reply.
+local function key_type(key, kind)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= kind then
+    return t, redis.error_reply('WRONGTYPE delayq: ' .. key .. ' holds a ' .. t
+      .. ' where delayq keeps a ' .. kind)
+  end
+  return t, nil
+end
+
 -- The error reply naming the first far bucket this call was given (KEYS[15] on) that holds
 -- something other than a hash, or nil. A script that writes to far buckets asks it before its
 -- first write: another program's key there would fail the call partway, with what it wrote
 -- before kept (a record outside `far`, never promoted; a message out of flight and nowhere).
 local function foreign_bucket()
   for i = 15, #KEYS do
-    local t = redis.call('TYPE', KEYS[i])['ok']
-    if t ~= 'none' and t ~= 'hash' then
-      return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[i] .. ' holds a ' .. t
-        .. ' where delayq keeps a hash')
-    end
+    local _, foreign = key_type(KEYS[i], 'hash')
+    if foreign then return foreign end
   end
   return nil
 end

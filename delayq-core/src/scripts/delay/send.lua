@@ -116,11 +116,8 @@ for k = 1, n do
 end
 -- The priority index, written below and not read above (its type read here once: a new
 -- message with the default priority clears an entry left for its id, which would lift it).
-local index = redis.call('TYPE', KEYS[14])['ok']
-if index ~= 'none' and index ~= 'hash' then
-  return redis.error_reply('WRONGTYPE delayq: ' .. KEYS[14] .. ' holds a ' .. index
-    .. ' where delayq keeps a hash')
-end
+local index, foreign_index = key_type(KEYS[14], 'hash')
+if foreign_index then return foreign_index end
 local unindex = index == 'hash' and fresh.priority == DEFAULT_PRIORITY and {} or nil
 
 -- The messages placed hot are written together, after the loop (see `store_hot`), each
