@@ -5,7 +5,10 @@
 //! `rate_tat` far ahead (a slower rate before, a hand edit, garbage), an old build's stats
 //! cleanup beside a new one, a rate lowered from outside the code under an attribute's burst,
 //! sends to a held-back topic, `retry_after(Duration::MAX)`, and the test kit's `advance` on a
-//! rate-limited topic. One test binary: each costs CI a link.
+//! rate-limited topic; priorities and due order after claims stopped for longer than a far
+//! bucket's width, the dead-letter bound at the claim's own deaths (`flow/far_backlog.rs`),
+//! and what low priorities get under a steady high stream (`flow/priority_stream.rs`). One
+//! test binary: each costs CI a link.
 
 /// A connection to `server`, which from now on keeps every command in its slow log (for the
 /// tests that count claim calls).
@@ -57,6 +60,12 @@ mod dedup_window {
 }
 mod priority {
     include!("flow/priority.rs");
+}
+mod far_backlog {
+    include!("flow/far_backlog.rs");
+}
+mod priority_stream {
+    include!("flow/priority_stream.rs");
 }
 mod dedup_edges {
     include!("flow/dedup_edges.rs");

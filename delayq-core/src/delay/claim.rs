@@ -167,6 +167,11 @@ impl TopicQueue {
             (None, None) => (Vec::new(), Vec::new()),
             other => return Err(bad(&other)),
         };
+        // Dead letters dropped past the bounds, by moving one that was not an envelope there.
+        if let Some(dropped) = it.next() {
+            let dropped = int(&dropped).ok_or_else(|| bad(&dropped))?;
+            self.count_dead_dropped(dropped);
+        }
         batch.claimed.reserve(ids.len());
         for (id, env) in ids.into_iter().zip(envelopes) {
             let id = MessageId::from_stored(text(id).ok_or_else(|| bad(&"id"))?);
@@ -186,9 +191,14 @@ impl TopicQueue {
                         Err(why) => {
                             // Not `?`: the acks that rode on the claim were done, and their
                             // answers must reach the runs.
-                            let buried = self.invoke::<i64>(&scripts::bury(k, &id, token)).await;
+                            let buried = self
+                                .invoke::<i64>(&scripts::bury(k, &id, token, &self.flow))
+                                .await;
                             let done = match buried {
-                                Ok(1) => "moved to the dead letters".to_string(),
+                                Ok(n) if n >= 1 => {
+                                    self.count_dead_dropped(n - 1);
+                                    "moved to the dead letters".to_string()
+                                }
                                 Ok(_) => "left".to_string(),
                                 Err(e) => format!(
                                     "left in flight (moving it to the dead letters failed: {e}); \

@@ -92,6 +92,12 @@ impl TopicQueue {
         self.dead_dropped.swap(0, Ordering::Relaxed)
     }
 
+    /// Counts `n` dead letters a call dropped past the bounds (for `take_dead_dropped`).
+    pub(super) fn count_dead_dropped(&self, n: i64) {
+        self.dead_dropped
+            .fetch_add(n.max(0) as u64, Ordering::Relaxed);
+    }
+
     /// Its connection (for the calls other systems make on its topic).
     pub(crate) fn conn(&self) -> &RedisConn {
         &self.conn

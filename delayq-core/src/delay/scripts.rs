@@ -195,7 +195,9 @@ pub(crate) fn claim_due(
     inv.arg(max)
         .arg(lease_ms)
         .arg(super::flow::rate_arg(flow.rate))
-        .arg(super::flow::rate_arg(flow.rate_per_key));
+        .arg(super::flow::rate_arg(flow.rate_per_key))
+        .arg(flow.dead_max)
+        .arg(flow.dead_ttl_ms);
     with_receipts(inv, acks)
 }
 
@@ -206,9 +208,15 @@ pub(crate) fn ack(
     with_receipts(topic_script(&SCRIPTS.ack, k, &NONE), deliveries)
 }
 
-pub(crate) fn bury(k: &TopicKeys, id: &MessageId, token: u64) -> ScriptInvocation<'static> {
+pub(crate) fn bury(
+    k: &TopicKeys,
+    id: &MessageId,
+    token: u64,
+    flow: &Flow,
+) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SCRIPTS.bury, k, &NONE);
     inv.arg(id.as_str()).arg(token);
+    inv.arg(flow.dead_max).arg(flow.dead_ttl_ms);
     inv
 }
 

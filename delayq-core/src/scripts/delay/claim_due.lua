@@ -19,7 +19,9 @@
 --   are spread out again, each moved once, and at most one extra start slips in). So each
 --   message of a hot key is moved about once, and the other keys' due messages are claimed
 --   at once. The set expires once its latest time has passed.
--- ARGV[7] n, then the acks that ride on this claim, as ack.lua's from its ARGV[3] (see
+-- ARGV[7] dead_max   ARGV[8] dead_ttl ms: the dead-letter bounds, for a claimed message that
+--   is not an envelope (moved to the dead letters here; see trim_dead)
+-- ARGV[9] n, then the acks that ride on this claim, as ack.lua's from its ARGV[3] (see
 --   `ack_receipts` in prelude.lua; n is 0 or absent for none): done last, paused or not, so
 --   that a claim that fails (Redis does not undo what a script wrote before an error) fails
 --   before them, and they are sent again.
@@ -30,7 +32,8 @@
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
 -- bucket or -1, 1 when due messages wait on the rate limit (else 0), the claim's token (0 when
 -- it claimed nothing), the acks' answers (a string, a character each: '1' acked, '0' stale),
--- { id1, id2, ... }, { envelope1, envelope2, ... } } (the last two only when it claimed).
+-- { id1, id2, ... }, { envelope1, envelope2, ... } (these two only when it claimed), and the
+-- dead letters dropped past the bounds (only when a claimed message was not an envelope) }.
 -- Now is in microseconds, so a boss can sleep to the due time precisely; the boss declares
 -- that bucket on its next call, so that it can be promoted. Each envelope is as stored: its
 -- delivery's attempt is one more, and its token the claim's (see `token_field` in
@@ -41,12 +44,19 @@
 local now_micros = now_us()
 -- The acks riding on this claim, as the answer's string.
 local function ride()
-  return ack_receipts(7, math.floor(now_micros / 1000))
+  return ack_receipts(9, math.floor(now_micros / 1000))
 end
 -- A paused topic: nothing is claimed (nothing promoted either), and `when to look next` is -2.
 if redis.call('EXISTS', KEYS[10]) == 1 then return { now_micros, -2, -1, 0, 0, ride() } end
 local now = math.floor(now_micros / 1000)
 promote(now)
+-- Far messages that may be due and were not promoted yet (see far_overdue): without
+-- priorities a claim takes only messages due before the earliest of them (FIFO by due time);
+-- with priorities it takes none (one of them may be higher), and the boss calls again at once
+-- (next_due() is then not after now) until they are promoted, which ends: no message joins a
+-- bucket whose promotion time has passed.
+local far_due = far_overdue(now)
+local upto = far_due and '(' .. string.format('%d', far_due) or now
 local limit = tonumber(ARGV[3])
 local interval, burst = string.match(ARGV[5] or '', '^(%S+) (%d+)$')
 local tat, credit = nil, 0
@@ -102,7 +112,7 @@ if prio then
       and #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
   end
 end
-if behind then limit = 0 end
+if behind or (prio and far_due) then limit = 0 end
 -- rate_per_key: picks up to `limit` due messages whose keys allow a start, and moves those
 -- of held-back keys to the starts their keys will allow (see ARGV[6]); at most KEY_SCAN_MAX
 -- looked at a call (the boss calls again while due messages are left). Removes what it picks
@@ -113,7 +123,7 @@ local function pick_per_key(limit, kinterval, kburst)
   if prio then
     cand = redis.call('ZRANGE', KEYS[12], 0, KEY_SCAN_MAX - 1, 'WITHSCORES')
   else
-    cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+    cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'WITHSCORES', 'LIMIT', 0,
       KEY_SCAN_MAX)
   end
   if #cand == 0 then
@@ -230,7 +240,7 @@ if limit > 0 then
   elseif prio then
     ids = redis.call('ZRANGE', KEYS[12], 0, limit - 1)
   else
-    ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+    ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', 0, limit)
   end
 end
 if interval and #ids > 0 then
@@ -305,7 +315,11 @@ if #ids > 0 then
     end
     redis.call('HSET', KEYS[3], unpack(args, 1, ns))
   end
-  if #corrupt > 0 then redis.call('ZADD', KEYS[4], unpack(corrupt)) end
+  if #corrupt > 0 then
+    redis.call('ZADD', KEYS[4], unpack(corrupt))
+    count('dead', #corrupt / 2, now)
+    out[9] = trim_dead(now, ARGV[7], ARGV[8])
+  end
   -- With the deadline: other processes' back pools need look only then.
   if inflight_was_empty and ns > 0 then
     wake(WAKE_BACK .. deadline)

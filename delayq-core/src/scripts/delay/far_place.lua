@@ -94,9 +94,10 @@ end
 -- When the boss must look next: the head of `delayed` or the promotion of the first far
 -- bucket, whichever is earlier; -1 when there is neither. Also the first far bucket (false
 -- for none), which the boss declares on its next claim.
--- (promote() leaves in far_head the first far bucket it saw and left, false for none, so
--- that claim_due need not read it again.)
-local far_head = nil
+-- (promote() leaves in far_head the first far bucket it left, false for none, so that
+-- claim_due need not read it again; and in far_head_due the lower bound of the earliest due
+-- time in that bucket, its score in `far`.)
+local far_head, far_head_due = nil, nil
 local function next_due()
   local due = head_score(KEYS[1])
   local b = far_head
@@ -118,17 +119,16 @@ end
 -- dead-letters it.
 local function promote(now)
   local moved = 0
-  while moved < PROMOTE_MAX do
-    local first = redis.call('ZRANGE', KEYS[7], 0, 0)
+  local first
+  while true do
+    first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
     if not first[1] then
       far_head = false
       break
     end
     local b = tonumber(first[1])
-    if promote_at(b) > now or not is_declared(b) then
-      far_head = b
-      break
-    end
+    far_head, far_head_due = b, tonumber(first[2])
+    if moved >= PROMOTE_MAX or promote_at(b) > now or not is_declared(b) then break end
     local key = far_key(b)
     local room = PROMOTE_MAX - moved
     local flat
@@ -169,4 +169,18 @@ local function promote(now)
     moved = moved + #ids
   end
   return moved
+end
+
+-- After promote(now): the earliest time (a lower bound) at which a far message not promoted
+-- yet is due, when that is not after `now`; else nil. Such messages are left when claims
+-- stopped for longer than a bucket's width (a pause, an outage, every slot busy) or a bucket
+-- was too large for one call (promoted in random portions): a claim must not take a due
+-- message that one of them would come before. Only a bucket whose promotion time has come
+-- counts (every due one's has: its earliest message is due after its start); one whose has
+-- not (a width edited by hand) is never promoted, and must not hold claims up for good.
+local function far_overdue(now)
+  if far_head and far_head_due and far_head_due <= now and promote_at(far_head) <= now then
+    return far_head_due
+  end
+  return nil
 end

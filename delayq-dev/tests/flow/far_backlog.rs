@@ -1,0 +1,180 @@
+// After claims stopped for longer than a far bucket's width (a pause, an outage, every slot
+// busy), due messages still wait in far buckets a claim has not promoted yet, and a bucket of
+// more than 1,000 is promoted in portions. Claims keep the promise anyway: among due messages
+// the higher priority first, FIFO by due time within one. And the deaths that claims make
+// themselves (an envelope that is not one, or that the client cannot read) keep to the
+// dead-letter bound like every other death.
+
+use std::time::Duration;
+
+use delayq_core::protocol::{queue, Flow, TopicKeys, TopicQueue};
+use delayq_core::{Priority, SendOptions};
+use delayq_dev::{producer, sleep_ms, RedisServer};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// Gives `topic` far buckets of `ms` (before anything of it is stored).
+fn bucket_width(server: &RedisServer, topic: &str, ms: u64) {
+    redis::cmd("HSET")
+        .arg(TopicKeys::new("delayq", topic).unwrap().farinfo)
+        .arg("width")
+        .arg(ms)
+        .query::<()>(&mut server.connection())
+        .unwrap();
+}
+
+fn far_count(server: &RedisServer, topic: &str) -> u64 {
+    let n: Option<u64> = redis::cmd("HGET")
+        .arg(TopicKeys::new("delayq", topic).unwrap().farinfo)
+        .arg("count")
+        .query(&mut server.connection())
+        .unwrap();
+    n.unwrap_or(0)
+}
+
+/// Claims `max` a call until `n` messages were claimed (or 2,000 calls): (payload, due ms) of
+/// each, in claim order.
+async fn drain(q: &TopicQueue, max: usize, n: usize) -> Vec<(String, u64)> {
+    let mut got = Vec::new();
+    for _ in 0..2_000 {
+        if got.len() >= n {
+            break;
+        }
+        let batch = q.claim_due(max, LEASE).await.unwrap();
+        assert!(batch.undeliverable.is_empty(), "{:?}", batch.undeliverable);
+        for d in batch.claimed {
+            let tag: String = serde_json::from_slice(&d.envelope.payload).unwrap();
+            got.push((tag, d.envelope.due_ms));
+        }
+    }
+    got
+}
+
+/// 3,000 normal messages over two 1-second buckets, and one high message due after them in a
+/// later bucket; nothing claims until all are due (as after a pause). The first claim takes the
+/// high one, then the normal ones go in due order. Before the fix, a claim promoted 1,000 of
+/// the first bucket (a random portion), left the high one in its bucket and claimed normal
+/// ones first, not the earliest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_claims_stopped_due_far_messages_keep_priority_and_due_order() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.prio";
+    bucket_width(&server, t, 1000);
+    let normal = (0..3000u64).map(|i| (format!("n{i:04}"), Duration::from_millis(3000 + i / 2)));
+    p.send_batch(t, normal).await.unwrap();
+    let high = SendOptions::new()
+        .priority(Priority::High)
+        .delay(Duration::from_millis(5200));
+    p.send_with(t, &"high".to_string(), high).await.unwrap();
+    assert_eq!(far_count(&server, t), 3001, "all wait in far buckets");
+    // Nothing claims until every message is due.
+    sleep_ms(5600).await;
+    let q = queue(&p, t).unwrap();
+    let got = drain(&q, 10, 3001).await;
+    assert_eq!(got.len(), 3001, "every message claimed");
+    assert_eq!(got[0].0, "high", "the high message first: {:?}", &got[..5]);
+    let normal: Vec<&(String, u64)> = got[1..].iter().collect();
+    for pair in normal.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].1,
+            "out of due order: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+/// Without priorities, a bucket of 5,000 due messages (promoted 1,000 a call) is claimed in
+/// due order from its first claim on; claims of messages due before the bucket are not held
+/// up by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_overdue_bucket_is_claimed_in_due_order() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.fifo";
+    bucket_width(&server, t, 1000);
+    // Due in under a second: in the hot keys, claimed however far behind the buckets are.
+    p.send(t, &"hot".to_string(), Duration::from_millis(300))
+        .await
+        .unwrap();
+    let far = (0..5000u64).map(|i| (format!("f{i:04}"), Duration::from_millis(3000 + i / 5)));
+    p.send_batch(t, far).await.unwrap();
+    assert_eq!(far_count(&server, t), 5000);
+    sleep_ms(4600).await;
+    let q = queue(&p, t).unwrap();
+    let first = q.claim_due(1, LEASE).await.unwrap();
+    assert_eq!(first.claimed.len(), 1, "the hot message is claimed at once");
+    let got = drain(&q, 100, 5000).await;
+    assert_eq!(got.len(), 5000);
+    for pair in got.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].1,
+            "out of due order: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+/// Writes by hand a due message `id` of topic `t` with `raw` as its stored envelope.
+fn plant_due(server: &RedisServer, t: &str, id: &str, raw: &str) {
+    let k = TopicKeys::new("delayq", t).unwrap();
+    let mut c = server.connection();
+    redis::cmd("HSET")
+        .arg(&k.msg)
+        .arg(id)
+        .arg(raw)
+        .query::<()>(&mut c)
+        .unwrap();
+    redis::cmd("ZADD")
+        .arg(&k.delayed)
+        .arg(0)
+        .arg(id)
+        .query::<()>(&mut c)
+        .unwrap();
+}
+
+fn dead_dropped(server: &RedisServer, t: &str) -> u64 {
+    let n: Option<u64> = redis::cmd("HGET")
+        .arg(TopicKeys::new("delayq", t).unwrap().farinfo)
+        .arg("dead_dropped")
+        .query(&mut server.connection())
+        .unwrap();
+    n.unwrap_or(0)
+}
+
+/// A claimed message that is not an envelope (moved to the dead letters by the claim) and one
+/// the client cannot read (moved there by `bury.lua`) keep the topic within `dead_max`, the
+/// drops counted where every other death's are.
+#[tokio::test]
+async fn deaths_at_the_claim_keep_to_the_dead_letter_bound() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let flow = Flow {
+        dead_max: 2,
+        ..Flow::default()
+    };
+    for (t, raw) in [
+        // Not an envelope of this layout at all: the claim script buries it.
+        ("flow.dead.corrupt", "not an envelope"),
+        // An envelope by its first bytes that the client cannot read: bury.lua.
+        ("flow.dead.unread", "1 0 0 0 0 0 18446744073709551615 1\nab"),
+    ] {
+        let q = queue(&p, t).unwrap().with_flow(flow);
+        for i in 0..5 {
+            plant_due(&server, t, &format!("bad-{i}"), raw);
+        }
+        let mut undeliverable = 0;
+        for _ in 0..5 {
+            let batch = q.claim_due(1, LEASE).await.unwrap();
+            undeliverable += batch.undeliverable.len();
+        }
+        assert_eq!(undeliverable, 5, "{t}");
+        let dead = p.counts(t).await.unwrap().dead;
+        assert_eq!(dead, 2, "{t}: dead letters past dead_max = 2");
+        assert_eq!(dead_dropped(&server, t), 3, "{t}: the drops counted");
+        assert_eq!(q.take_dead_dropped(), 3, "{t}: the drops reported");
+        assert_eq!(p.topic_stats(t).await.unwrap().dead_dropped, 3, "{t}");
+    }
+}
