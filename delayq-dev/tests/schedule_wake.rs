@@ -1,6 +1,7 @@
 //! A schedule upserted in another process has its first tick on time in every runtime: the
 //! change is announced over its topic's wake-up channel, not found at the next poll. (A file
-//! of its own: an upsert in this process would wake its runtimes without the channel.)
+//! of its own: an upsert in this process would wake its runtimes without the channel.) And an
+//! upsert's answer names the first tick that runs, also one a runtime already wrote ahead.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -98,4 +99,58 @@ async fn a_schedule_upserted_in_another_process_ticks_on_time() {
     for rt in runtimes {
         rt.shutdown().await.unwrap();
     }
+}
+
+/// The due time (ms) of each tick of `iso.again`.
+static AGAIN: Seen<u64> = Seen::new();
+
+#[delay_listener(topic = "iso.again")]
+async fn again_job(msg: delayq_runtime::Message<u8>) {
+    AGAIN.push(ms(msg.due_at()));
+}
+
+/// Upserted again unchanged while a runtime runs it, a schedule keeps its grid, and the
+/// answer names the first tick that will run: the one the runtime already wrote, about a
+/// second ahead of its time, not the record's `next` after it (which the answer named before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_upsert_answers_the_tick_already_written_ahead() {
+    let server = RedisServer::start();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["iso.again"])
+        .spawn()
+        .await
+        .unwrap();
+    let p = rt.producer();
+    let every = || Schedule::every(Duration::from_secs(1)).unwrap();
+    p.upsert_schedule("again", every(), "iso.again", &0u8)
+        .await
+        .unwrap();
+    AGAIN.wait_for(1, Duration::from_secs(10)).await;
+    let mut wrong = Vec::new();
+    for round in 0..4 {
+        // Between two ticks: the next one is written, ahead of its time.
+        sleep_ms(300).await;
+        let asked = now_ms();
+        let seen = AGAIN.len();
+        let info = p
+            .upsert_schedule("again", every(), "iso.again", &0u8)
+            .await
+            .unwrap();
+        let answered = ms(info.next_at.unwrap());
+        let next_ran = loop {
+            let all = AGAIN.wait_for(seen + 1, Duration::from_secs(10)).await;
+            if let Some(due) = all.iter().copied().filter(|due| *due >= asked).min() {
+                break due;
+            }
+            sleep_ms(10).await;
+        };
+        if next_ran != answered {
+            wrong.push(format!(
+                "round {round}: answered {answered}, the next tick ran for {next_ran}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    rt.shutdown().await.unwrap();
 }

@@ -218,5 +218,6 @@ impl Producer {
     pub async fn upsert_code_schedule(&self, name: &str, schedule: &Schedule) -> Result<()> {
         self.put_schedule(name, schedule, name, super::store::Owner::Code, None)
             .await
+            .map(drop)
     }
 }

@@ -10,6 +10,7 @@ use crate::delay::TopicKeys;
 use crate::error::{Error, Result};
 use crate::names::{validate_name, validate_topic};
 use crate::producer::Producer;
+use crate::time::ms_to_time;
 
 /// Who made a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +26,9 @@ impl Producer {
     /// to `topic`, where an ordinary `#[delay_listener(topic)]` handles it. Idempotent: the
     /// same spec again keeps the next tick; a changed spec (or zone) applies from the next
     /// tick. Any runtime of the namespace that listens on `topic` produces the ticks, each
-    /// exactly once however many run.
+    /// exactly once however many run. The answer's `next_at` is the first tick that will run
+    /// after this call (`None` while suspended), as the write saw it: a runtime may produce
+    /// that tick at once, after which [`schedule`](Self::schedule) already names the one after.
     ///
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName) or
@@ -41,14 +44,23 @@ impl Producer {
         payload: &T,
     ) -> Result<ScheduleInfo> {
         let payload = self.encode(payload)?;
-        self.put_schedule(name, &schedule, topic, Owner::Dynamic, Some(&payload))
+        let first = self
+            .put_schedule(name, &schedule, topic, Owner::Dynamic, Some(&payload))
             .await?;
-        self.schedule(name)
+        let mut info = self
+            .schedule(name)
             .await?
-            .ok_or_else(|| Error::unexpected("reading back a schedule", &name))
+            .ok_or_else(|| Error::unexpected("reading back a schedule", &name))?;
+        // The first tick that will run, as the upsert saw it: by the read-back another
+        // process may have produced it and moved the record's `next` on.
+        if !info.suspended {
+            info.next_at = Some(ms_to_time(first));
+        }
+        Ok(info)
     }
 
-    /// Writes a schedule's record and its index entry (see `upsert.lua`).
+    /// Writes a schedule's record and its index entry (see `upsert.lua`); returns the first
+    /// tick that will run after the write (unix ms).
     pub(crate) async fn put_schedule(
         &self,
         name: &str,
@@ -56,7 +68,7 @@ impl Producer {
         topic: &str,
         owner: Owner,
         payload: Option<&[u8]>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         validate_name("schedule", name)?;
         validate_topic(topic)?;
         self.check_layout().await?;
@@ -89,10 +101,14 @@ impl Producer {
             .arg(first)
             .arg(anchor)
             .arg(schedule.misfire_after_ms);
-        let _: String = self.conn.run_script(inv).await?;
+        let (_, first): (String, String) = self.conn.run_script(inv).await?;
+        let first = first
+            .parse()
+            .map_err(|_| Error::unexpected("upsert.lua's first tick", &first))?;
         let mut wake = vec![topic];
         wake.extend(moved_from.as_deref());
-        self.index_changed(name, Some(topic), &wake).await
+        self.index_changed(name, Some(topic), &wake).await?;
+        Ok(first)
     }
 
     /// Deletes a schedule's record and its history (three keys of one slot).

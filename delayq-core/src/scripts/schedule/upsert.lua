@@ -14,9 +14,13 @@
 -- holds the old spec even when the new spec's first tick is the old `next`. The other fields
 -- (catch_up, misfire_after, payload, ...) change in place, keeping the next tick and `gen`.
 -- A suspended record stays suspended (its `next` the year 9999) through any upsert.
--- Returns 'created', 'changed' (the ticks' times changed) or 'kept'.
+-- Returns { 'created', 'changed' (the ticks' times changed) or 'kept', the first tick that
+-- will run after this call (unix ms: a tick produced ahead of its time, `last` after now,
+-- else `next`; the year 9999 while suspended) }. It is the call's answer: a producer of
+-- another process may produce that tick the moment this returns and move `next` on, so a
+-- read of the record after this call may already name the tick after it.
 local r = KEYS[1]
-local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next', 'gen', 'suspended')
+local old = redis.call('HMGET', r, 'kind', 'spec', 'tz', 'next', 'gen', 'suspended', 'last')
 local out = 'changed'
 if not old[4] then
   out = 'created'
@@ -34,14 +38,21 @@ if ARGV[7] == '1' then
 else
   redis.call('HDEL', r, 'payload')
 end
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local next = old[4]
 if out ~= 'kept' then
-  local t = redis.call('TIME')
   local gen = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), (tonumber(old[5]) or 0) + 1)
   -- A suspended schedule (suspend.lua) stays suspended: its next tick stays the year 9999
   -- until it is resumed, which starts it from its first tick after then.
-  local next = ARGV[9]
+  next = ARGV[9]
   if old[6] == '1' then next = '253402300799999' end
   redis.call('HSET', r, 'next', next, 'anchor', ARGV[10], 'missed', 0,
     'gen', string.format('%d', gen))
 end
-return out
+local first = next
+local last = tonumber(old[7])
+if old[6] ~= '1' and last and last > now_ms and last < (tonumber(next) or math.huge) then
+  first = old[7]
+end
+return { out, first }
