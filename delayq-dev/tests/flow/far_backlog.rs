@@ -178,3 +178,45 @@ async fn deaths_at_the_claim_keep_to_the_dead_letter_bound() {
         assert_eq!(p.topic_stats(t).await.unwrap().dead_dropped, 3, "{t}");
     }
 }
+
+/// (payload, due ms) of each run.
+static RESUMED: delayq_dev::Seen<(String, u64)> = delayq_dev::Seen::new();
+
+#[delayq_runtime::delay_listener(topic = "flow.far.resumed", concurrency = 1)]
+async fn resumed_handler(msg: delayq_runtime::Message<String>) {
+    let due = msg.due_at().duration_since(std::time::UNIX_EPOCH).unwrap();
+    RESUMED.push((msg.payload().clone(), due.as_millis() as u64));
+}
+
+/// The same through a running consumer, paused while everything came due, then resumed: the
+/// high message runs first, the normal ones after it in due order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_topic_runs_its_overdue_far_messages_by_priority_then_due_time() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.resumed";
+    bucket_width(&server, t, 1000);
+    p.pause(t).await.unwrap();
+    let rt = crate::runtime(&server, t).await;
+    let normal = (0..2500u64).map(|i| (format!("n{i:04}"), Duration::from_millis(3000 + i / 2)));
+    p.send_batch(t, normal).await.unwrap();
+    let high = SendOptions::new()
+        .priority(Priority::High)
+        .delay(Duration::from_millis(4700));
+    p.send_with(t, &"high".to_string(), high).await.unwrap();
+    sleep_ms(5200).await;
+    p.resume(t).await.unwrap();
+    let runs = RESUMED.wait_for(50, Duration::from_secs(20)).await;
+    rt.shutdown().await.unwrap();
+    assert_eq!(runs[0].0, "high", "{:?}", &runs[..5]);
+    assert!(
+        runs[1..].windows(2).all(|w| w[0].1 <= w[1].1),
+        "normal ones out of due order: {:?}",
+        &runs[1..10]
+    );
+    // The earliest due of all: n0000 .. n0047 (two a millisecond, so whole pairs).
+    let mut first: Vec<&str> = runs[1..49].iter().map(|r| r.0.as_str()).collect();
+    first.sort();
+    let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
+    assert_eq!(first, earliest, "not the earliest due normal ones");
+}
