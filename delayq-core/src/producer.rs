@@ -16,6 +16,34 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
 
 /// Sends delayed messages and manages them. Cheap to clone; clones share one multiplexed,
 /// reconnecting connection.
+///
+/// # A lost connection
+///
+/// When Redis restarts (or the connection is closed or reset), the connection in use is dead
+/// and the next call meets it ("broken pipe"). The calls a second run cannot change are then
+/// run once more, transparently, on the new connection, so the first call after a restart
+/// works:
+///
+/// - every send of the delay queue: [`send`](Self::send), [`send_at`](Self::send_at),
+///   [`send_with`](Self::send_with) (without [`replicas`](crate::SendOptions::replicas)) and
+///   [`send_batch`](Self::send_batch). Each message's id is fixed before the call, whether
+///   you chose it ([`SendOptions::id`](crate::SendOptions::id)) or it was generated here, and
+///   a send of an id that is pending or in flight is a duplicate: if the lost connection had
+///   carried the first run to Redis, the second changes nothing. A generated id is this
+///   call's alone, so its duplicate is reported as `Created`; with your own id the answer
+///   may be `Duplicate` for the message the first run created. One case is not covered: a
+///   first run that reached Redis, whose message was then handled and acknowledged before
+///   the second run (a few milliseconds later) would be sent again; with your own id,
+///   [`dedup_for`](crate::SendOptions::dedup_for) closes that too.
+/// - the reads: [`find`](Self::find), [`topic_stats`](Self::topic_stats),
+///   [`counts`](Self::counts), [`is_paused`](Self::is_paused).
+///
+/// Only a connection closed or reset before the reply is retried, once: not a timeout (a
+/// stopped or slow Redis may still run the first call later) and not a refused connection
+/// (Redis is down: the call fails at once). Every other call (cancel, reschedule, the
+/// dead-letter calls, pause and resume, the streams' calls, schedules, a send with
+/// `replicas`) fails with [`Error::Redis`](crate::Error::Redis) as before, and the next
+/// call works: retry it yourself where a second run is what you want.
 #[derive(Clone)]
 pub struct Producer {
     pub(crate) conn: RedisConn,

@@ -38,7 +38,7 @@ pub(super) struct Shared {
     /// burst of failures on one dead connection replaces it once.
     current: Mutex<(u64, AnyConn)>,
     /// Held by the one replacement under way.
-    replacing: Arc<tokio::sync::Mutex<()>>,
+    pub(super) replacing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl fmt::Debug for RedisConn {
@@ -262,7 +262,7 @@ impl RedisConn {
     }
 
     /// Replaces connection `generation` with a new one (the caller holds `replacing`).
-    async fn replace(&self, generation: u64) {
+    pub(super) async fn replace(&self, generation: u64) {
         match open(&self.shared.source, self.shared.response_timeout).await {
             Ok(fresh) => {
                 let mut current = self

@@ -7,6 +7,7 @@
 //! - `conn.rs`: `RedisConn` itself: running calls, replacing a dead connection, siblings.
 //! - `nodes.rs`: on a cluster, the primary of a key and a connection to one node.
 //! - `pubsub.rs`: connections for wake-ups (plain, or sharded on a cluster).
+//! - `retry.rs`: running an idempotent call once more when its connection was lost.
 //! - `replicated.rs`: sends that wait for replicas (`WAIT`) on connections of their own.
 
 mod backend;
@@ -16,6 +17,7 @@ mod deployment;
 mod nodes;
 mod pubsub;
 mod replicated;
+mod retry;
 
 pub use backend::AnyConn;
 pub use conn::RedisConn;

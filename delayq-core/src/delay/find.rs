@@ -132,12 +132,15 @@ impl Producer {
     pub async fn find(&self, topic: &str, id: &MessageId) -> Result<FoundMessage> {
         let keys = self.keys(topic)?;
         let far = Buckets::default().id(&keys, id);
-        let reply: Vec<Value> = declaring(&self.conn, &keys, far, |far| {
-            let mut inv = topic_script(&SCRIPTS.find, &keys, far);
-            inv.arg(id.as_str());
-            inv
-        })
-        .await?;
+        // A read: retried once on a lost connection.
+        let once = || {
+            declaring(&self.conn, &keys, far.clone(), |far| {
+                let mut inv = topic_script(&SCRIPTS.find, &keys, far);
+                inv.arg(id.as_str());
+                inv
+            })
+        };
+        let reply: Vec<Value> = self.conn.retry_once(once).await?;
         let [place, ms, raw]: [Value; 3] = reply.try_into().map_err(bad)?;
         let place: String = redis::from_redis_value(place).map_err(bad)?;
         let ms: u64 = redis::from_redis_value(ms).map_err(bad)?;

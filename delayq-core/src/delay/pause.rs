@@ -37,13 +37,16 @@ impl Producer {
     /// As [`pause`](Self::pause).
     pub async fn is_paused(&self, topic: &str) -> Result<bool> {
         let keys = self.keys(topic)?;
-        let key = keys.paused.clone();
-        super::call::on_topic(&self.conn, &keys, |mut c| async move {
-            redis::cmd("EXISTS")
-                .arg(&key)
-                .query_async::<bool>(&mut c)
-                .await
-        })
-        .await
+        let key = &keys.paused;
+        // A read: retried once on a lost connection.
+        let once = || {
+            super::call::on_topic(&self.conn, &keys, |mut c| async move {
+                redis::cmd("EXISTS")
+                    .arg(key)
+                    .query_async::<bool>(&mut c)
+                    .await
+            })
+        };
+        self.conn.retry_once(once).await
     }
 }

@@ -66,9 +66,12 @@ impl Producer {
             .zcard(&keys.dead)
             .zcard(&keys.ready);
         let pipe = &pipe;
-        let (hot, far, inflight, dead, ready): (usize, Option<usize>, usize, usize, usize) =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
+        let (hot, far, inflight, dead, ready): (usize, Option<usize>, usize, usize, usize) = self
+            .conn
+            .retry_once(|| {
+                on_topic(&self.conn, &keys, |mut conn| async move {
+                    pipe.query_async(&mut conn).await
+                })
             })
             .await?;
         Ok(TopicCounts {

@@ -40,9 +40,14 @@ impl Producer {
 
     /// What a send checks before it writes to `topic`: the namespace's layout, and the
     /// topic's registry entry (each a round trip the first time only).
+    /// Both are idempotent: retried once on a lost connection, as the send is.
     async fn before_first_write(&self, topic: &str) -> Result<()> {
-        self.check_layout().await?;
-        self.register(Registered::Topic, topic).await
+        self.conn
+            .retry_once(|| async {
+                self.check_layout().await?;
+                self.register(Registered::Topic, topic).await
+            })
+            .await
     }
 
     /// Sends `payload` to `topic`, due `delay` from now (Redis' clock).
@@ -143,7 +148,9 @@ impl Producer {
             }
         };
         let (lane, codes): (_, String) = if options.replicas == 0 {
-            (None, write(self.conn.clone()).await?)
+            // The id is fixed before the call: a second run is a duplicate of the first.
+            let once = || write(self.conn.clone());
+            (None, self.conn.retry_once(once).await?)
         } else {
             let lane = self.replicated.lane(&keys.msg).await?;
             match write(lane.conn.clone()).await {
@@ -166,6 +173,9 @@ impl Producer {
         };
         let outcome = match codes.as_str() {
             "c" => SendOutcome::Created(id),
+            // A generated id is this call's alone: a duplicate of it is this call's own first
+            // run, whose reply a lost connection kept from it.
+            "d" if options.id.is_none() => SendOutcome::Created(id),
             "d" => SendOutcome::Duplicate(id),
             "r" => SendOutcome::Replaced(id),
             _ => return Err(Error::unexpected("send", &codes)),
@@ -249,23 +259,31 @@ impl Producer {
             pipe.invoke_script(&call(chunk, far));
         }
         let pipe = &pipe;
-        let replies: Vec<redis::RedisResult<Value>> =
-            on_topic(&self.conn, &keys, |mut conn| async move {
-                pipe.query_async(&mut conn).await
-            })
-            .await?;
-        // A call that ran nothing (its script not loaded after a Redis restart, or far
-        // buckets it was not given) runs again on its own; any other failure is the batch's.
-        for ((chunk, far), reply) in chunks.iter().zip(guesses).zip(replies) {
-            match reply {
-                Ok(_) => {}
-                Err(e) if ran_nothing(&e) => {
-                    let _: String =
-                        declaring(&self.conn, &keys, far, |far| call(chunk, far)).await?;
+        // Every id is fixed before the call: a second run of the batch (or of any part of it)
+        // finds the messages of the first as duplicates, so a lost connection is retried.
+        let once = || async {
+            let replies: Vec<redis::RedisResult<Value>> =
+                on_topic(&self.conn, &keys, |mut conn| async move {
+                    pipe.query_async(&mut conn).await
+                })
+                .await?;
+            // A call that ran nothing (its script not loaded after a Redis restart, or far
+            // buckets it was not given) runs again on its own; any other failure is the
+            // batch's.
+            for ((chunk, far), reply) in chunks.iter().zip(&guesses).zip(replies) {
+                match reply {
+                    Ok(_) => {}
+                    Err(e) if ran_nothing(&e) => {
+                        let _: String =
+                            declaring(&self.conn, &keys, far.clone(), |far| call(chunk, far))
+                                .await?;
+                    }
+                    Err(e) => return Err(explain(&self.conn, &keys, e).await),
                 }
-                Err(e) => return Err(explain(&self.conn, &keys, e).await),
             }
-        }
+            Ok(())
+        };
+        self.conn.retry_once(once).await?;
         Ok(encoded.into_iter().map(|(id, _, _)| id).collect())
     }
 }

@@ -134,10 +134,14 @@ impl Producer {
             paused,
             ready,
             ready_head,
-        ): Reply = on_topic(&self.conn, &keys, |mut conn| async move {
-            pipe.query_async(&mut conn).await
-        })
-        .await?;
+        ): Reply = self
+            .conn
+            .retry_once(|| {
+                on_topic(&self.conn, &keys, |mut conn| async move {
+                    pipe.query_async(&mut conn).await
+                })
+            })
+            .await?;
         let now_ms = secs * 1000 + micros / 1000;
         Ok(TopicStats {
             topic: keys.topic.clone(),
