@@ -10,10 +10,13 @@
 //!   (with the real `delayq_core::Producer`); `reader.rs`: its reader of the schedule index;
 //!   `updates.rs`: how it takes what was read; `backoff.rs`: schedules it leaves alone for a
 //!   while; `clock.rs`: Redis' clock as estimated here.
+//! - `metrics.rs`: the schedules' metrics (every series from 0; a late write's lag held
+//!   for a minute).
 //! - `producing.rs`: what this runtime produces ticks for, and which of those fail.
 
 mod backoff;
 mod clock;
+mod metrics;
 mod producing;
 mod reader;
 mod registration;

@@ -52,6 +52,7 @@ impl TickWriter {
                 if self.failing.clear(&name) {
                     tracing::info!(schedule = %name, "the schedule's record can be used again; producing it");
                 }
+                super::metrics::known(&name);
                 self.known.insert(name, *state);
             }
             RecordRead::Broken { from_code, error } if self.producing.takes(&name, from_code) => {

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, Broken};
 use super::clock::Clock;
+use super::metrics::{self, LAG_HELD};
 use super::producing::{FailingSchedules, Producing};
 use super::reader::Reader;
 use crate::health::Health;
@@ -76,6 +77,8 @@ pub(crate) struct TickWriter {
     woken: Arc<Notify>,
     pub(super) has_schedules: Arc<AtomicBool>,
     health: Health,
+    /// Schedules whose lag gauge shows a late write, until when (see metrics.rs).
+    lag_shown: HashMap<String, Instant>,
 }
 
 impl TickWriter {
@@ -103,6 +106,7 @@ impl TickWriter {
             woken: Arc::new(Notify::new()),
             has_schedules: Arc::new(AtomicBool::new(false)),
             health: Health::new("schedules".to_string()),
+            lag_shown: HashMap::new(),
         };
         if let Some(update) = first {
             this.apply(update);
@@ -127,6 +131,13 @@ impl TickWriter {
     async fn produce_due(&mut self) -> Instant {
         let lead = LEAD.as_millis() as u64;
         let now = Instant::now();
+        self.lag_shown.retain(|name, until| {
+            let over = *until <= now;
+            if over {
+                metrics::lag_over(name);
+            }
+            !over
+        });
         let horizon = self.clock.now_ms() + lead;
         let due: Vec<String> = self
             .known
@@ -141,7 +152,7 @@ impl TickWriter {
             .filter_map(|name| self.known.remove(name))
             .collect();
         let (producer, clock) = (&self.producer, &self.clock);
-        let written: Vec<(ScheduleState, Written)> =
+        let written: Vec<(ScheduleState, Written, bool)> =
             futures_util::stream::iter(states.into_iter().map(|mut state| async move {
                 let now = clock.now_ms();
                 let written = match producer.produce_ticks(&mut state, now, lead).await {
@@ -154,18 +165,25 @@ impl TickWriter {
                     }
                     Ok(Produced::Gone) => Written::Gone,
                     Ok(Produced::Ticks { ticks, skipped }) => {
-                        record(&state.name, &ticks, skipped, now);
-                        Written::Done(Ok(Produced::Ticks { ticks, skipped }))
+                        let late = metrics::written(&state.name, &ticks, skipped, now);
+                        return (
+                            state,
+                            Written::Done(Ok(Produced::Ticks { ticks, skipped })),
+                            late,
+                        );
                     }
                     other => Written::Done(other),
                 };
-                (state, written)
+                (state, written, false)
             }))
             .buffer_unordered(WRITES_IN_FLIGHT)
             .collect()
             .await;
-        for (state, written) in written {
+        for (state, written, late) in written {
             let name = state.name.clone();
+            if late {
+                self.lag_shown.insert(name.clone(), now + LAG_HELD);
+            }
             match written {
                 Written::Gone => {
                     self.paused.remove(&name);
@@ -238,6 +256,9 @@ impl TickWriter {
         for b in self.broken.values() {
             at = at.min(b.backoff.at);
         }
+        for until in self.lag_shown.values() {
+            at = at.min(*until);
+        }
         at
     }
 
@@ -268,36 +289,5 @@ impl TickWriter {
                 _ = stop.cancelled() => return,
             }
         }
-    }
-}
-
-/// `delayq_schedule_ticks_total{schedule,outcome}` (`produced`, `skipped`) and
-/// `delayq_schedule_lag_seconds{schedule}`: how late the earliest tick of a write was
-/// written (0 when ahead of its time).
-fn record(name: &str, ticks: &[u64], skipped: u64, now_ms: u64) {
-    let labels = |outcome: &'static str| {
-        [
-            metrics::Label::new("schedule", name.to_string()),
-            metrics::Label::new("outcome", outcome),
-        ]
-    };
-    metrics::counter!("delayq_schedule_ticks_total", labels("produced").to_vec())
-        .increment(ticks.len() as u64);
-    if skipped > 0 {
-        metrics::counter!("delayq_schedule_ticks_total", labels("skipped").to_vec())
-            .increment(skipped);
-        tracing::info!(
-            schedule = name,
-            count = skipped,
-            "ticks skipped by the catch-up policy"
-        );
-    }
-    if let Some(first) = ticks.first() {
-        let lag = now_ms.saturating_sub(*first) as f64 / 1_000.0;
-        metrics::gauge!(
-            "delayq_schedule_lag_seconds",
-            [metrics::Label::new("schedule", name.to_string())].to_vec()
-        )
-        .set(lag);
     }
 }
