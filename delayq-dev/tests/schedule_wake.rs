@@ -154,3 +154,52 @@ async fn an_unchanged_upsert_answers_the_tick_already_written_ahead() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     rt.shutdown().await.unwrap();
 }
+
+/// The due time (ms) of each tick of `iso.fast`.
+static FAST: Seen<u64> = Seen::new();
+
+#[delay_listener(topic = "iso.fast")]
+async fn fast_job(msg: delayq_runtime::Message<u8>) {
+    FAST.push(ms(msg.due_at()));
+}
+
+/// The same for an interval shorter than the second the runtime writes ticks ahead: several
+/// wait, and the answer is the earliest of them (the review found the latest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_upsert_of_a_fast_schedule_answers_the_earliest_tick_written_ahead() {
+    let server = RedisServer::start();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["iso.fast"])
+        .spawn()
+        .await
+        .unwrap();
+    let p = rt.producer();
+    let every = || Schedule::every(Duration::from_millis(200)).unwrap();
+    p.upsert_schedule("fast", every(), "iso.fast", &0u8)
+        .await
+        .unwrap();
+    FAST.wait_for(3, Duration::from_secs(10)).await;
+    let mut wrong = Vec::new();
+    for round in 0..4 {
+        sleep_ms(130).await;
+        let asked = now_ms();
+        let info = p
+            .upsert_schedule("fast", every(), "iso.fast", &0u8)
+            .await
+            .unwrap();
+        let answered = ms(info.next_at.unwrap());
+        // Past the answer: the first tick due at or after the question.
+        sleep_ms(1200).await;
+        let next_ran = FAST.all().into_iter().filter(|due| *due >= asked).min();
+        if next_ran != Some(answered) {
+            wrong.push(format!(
+                "round {round}: answered +{} ms, the next tick ran for {:?}",
+                answered as i64 - asked as i64,
+                next_ran.map(|n| n as i64 - asked as i64)
+            ));
+        }
+    }
+    rt.shutdown().await.unwrap();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

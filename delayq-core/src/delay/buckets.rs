@@ -78,6 +78,12 @@ impl Buckets {
         self.0.extend(b);
         self
     }
+
+    /// Buckets `bs`.
+    pub(crate) fn buckets(mut self, bs: impl IntoIterator<Item = i64>) -> Self {
+        self.0.extend(bs);
+        self
+    }
 }
 
 /// The buckets a `DELAYQ_NEED <width> <b>...` error asks for (after learning the width), or

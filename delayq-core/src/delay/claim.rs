@@ -1,7 +1,6 @@
 //! The claim: due messages to in-flight, each delivered under the claim's fence token; the
 //! acks a consumer has ready ride on it (one call, not two).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::Value;
@@ -51,6 +50,8 @@ pub struct ClaimBatch {
     /// Claimed ids that cannot be delivered, with the reason: an envelope that does not parse
     /// (moved to the dead letters) or is missing (dropped).
     pub undeliverable: Vec<(MessageId, String)>,
+    /// How many of `undeliverable` went to the dead letters.
+    pub buried: u64,
     /// The topic is paused: nothing was claimed, and nothing will be until it is resumed
     /// (a resume wakes the bosses).
     pub paused: bool,
@@ -70,6 +71,23 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
+/// The far buckets a claim's reply names for the next claim to declare: one (an integer, -1
+/// for none), or those due for promotion when it was behind (a string of numbers).
+fn far_heads(v: &Value) -> Option<Vec<i64>> {
+    if let Value::BulkString(b) = v {
+        if b.contains(&b' ') || b.is_empty() {
+            let text = std::str::from_utf8(b).ok()?;
+            return text
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().ok())
+                .collect();
+        }
+    }
+    let head = int(v)?;
+    Some(if head >= 0 { vec![head] } else { Vec::new() })
+}
+
 fn text(v: Value) -> Option<String> {
     match v {
         Value::BulkString(b) => String::from_utf8(b).ok(),
@@ -79,6 +97,13 @@ fn text(v: Value) -> Option<String> {
 }
 
 impl TopicQueue {
+    fn far_heads(&self) -> Vec<i64> {
+        self.far_heads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Moves up to `max` (at most 1,000) due messages to in-flight with an ack deadline `lease`
     /// from now.
     ///
@@ -111,8 +136,7 @@ impl TopicQueue {
             (acks, Vec::new())
         };
         let k = &self.keys;
-        let head = self.far_head.load(Ordering::Relaxed);
-        let far = Buckets::default().bucket((head >= 0).then_some(head));
+        let far = Buckets::default().buckets(self.far_heads());
         let (call, order) = scripts::claim_due(
             k,
             &far,
@@ -133,11 +157,11 @@ impl TopicQueue {
         ) else {
             return Err(bad(&"a short reply"));
         };
-        let head = int(&head).ok_or_else(|| bad(&head))?;
+        let heads = far_heads(&head).ok_or_else(|| bad(&head))?;
         let next = int(&next).ok_or_else(|| bad(&next))?;
         let paused = next == -2;
         if !paused {
-            self.far_head.store(head, Ordering::Relaxed);
+            *self.far_heads.lock().unwrap_or_else(|p| p.into_inner()) = heads;
         }
         let mut acked = early;
         match &answers {
@@ -178,6 +202,7 @@ impl TopicQueue {
             match env {
                 Value::BulkString(raw) if raw == b"corrupt" || raw == b"orphan" => {
                     let why = if raw == b"corrupt" {
+                        batch.buried += 1;
                         "its envelope does not parse; moved to the dead letters"
                     } else {
                         "its envelope is missing; dropped"
@@ -196,6 +221,7 @@ impl TopicQueue {
                                 .await;
                             let done = match buried {
                                 Ok(n) if n >= 1 => {
+                                    batch.buried += 1;
                                     self.count_dead_dropped(n - 1);
                                     "moved to the dead letters".to_string()
                                 }

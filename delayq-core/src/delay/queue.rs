@@ -2,8 +2,8 @@
 //! `claim.rs`), each one script call. The runtime drives these; they hold no state and start
 //! no tasks.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation};
@@ -40,9 +40,10 @@ pub struct TopicQueue {
     /// Shared by the clones, as the flow: the runtime clones the queue for every delivery, and
     /// a copy of the keys was some twenty allocations a message.
     pub(super) keys: Arc<TopicKeys>,
-    /// The first far bucket the last claim saw (-1: none), declared on the next claim so that
-    /// it can promote it (see "Declared buckets" in far.lua); shared by the clones.
-    pub(super) far_head: Arc<AtomicI64>,
+    /// The far buckets the last claim saw due for promotion (the first far bucket, or more
+    /// when it was behind), declared on the next claim so that it can promote them (see
+    /// "Declared buckets" in far.lua); shared by the clones.
+    pub(super) far_heads: Arc<Mutex<Vec<i64>>>,
     /// The topic's rate limit and dead-letter bounds, which its scripts enforce.
     pub(super) flow: Arc<Flow>,
     /// Dead letters the calls dropped past the bounds, not yet taken (see
@@ -68,7 +69,7 @@ impl TopicQueue {
         Self {
             conn,
             keys: Arc::new(keys),
-            far_head: Arc::new(AtomicI64::new(-1)),
+            far_heads: Arc::default(),
             flow: Arc::default(),
             dead_dropped: Arc::default(),
         }

@@ -220,3 +220,168 @@ async fn a_resumed_topic_runs_its_overdue_far_messages_by_priority_then_due_time
     let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
     assert_eq!(first, earliest, "not the earliest due normal ones");
 }
+
+// --- From the review of the hold: an outage's many buckets, an undeclarable member, the
+// metric of the claim's own drops ------------------------------------------------------------
+
+fn base36(mut n: u64) -> String {
+    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(digits[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap()
+}
+
+fn redis_ms(server: &RedisServer) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME")
+        .query(&mut server.connection())
+        .unwrap();
+    s * 1_000 + us / 1_000
+}
+
+/// `n` far buckets of a minute, one fresh message each, ten buckets apart, the last an hour
+/// ago: what a long outage leaves (written by hand, as far_place.lua writes them).
+fn overdue_buckets(server: &RedisServer, t: &str, n: u64) {
+    let k = TopicKeys::new("delayq", t).unwrap();
+    let width = 60_000;
+    let last = (redis_ms(server) - 3_600_000) / width;
+    let mut pipe = redis::pipe();
+    pipe.cmd("HSET")
+        .arg(&k.farinfo)
+        .arg("width")
+        .arg(width)
+        .arg("count")
+        .arg(n)
+        .ignore();
+    for i in 0..n {
+        let b = last - (n - 1 - i) * 10;
+        let due = b * width + width / 2;
+        let record = format!("F{} {}\n\"old{i:05}\"", base36(width / 2), base36(3_600_000));
+        pipe.cmd("HSET")
+            .arg(format!("{}:{b}", k.far))
+            .arg(format!("old-{i:05}"))
+            .arg(record)
+            .ignore();
+        pipe.cmd("ZADD").arg(&k.far).arg(due).arg(b).ignore();
+    }
+    pipe.query::<()>(&mut server.connection()).unwrap();
+}
+
+/// After an outage that left 3,000 overdue buckets, a topic with priorities claims its due
+/// high message first, after promoting them a hundred buckets a call (not one a call: 3,001
+/// calls before the claims declared more than one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outages_overdue_buckets_are_promoted_a_hundred_a_call() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.outage";
+    overdue_buckets(&server, t, 3000);
+    let high = SendOptions::new().priority(Priority::High);
+    p.send_with(t, &"high".to_string(), high).await.unwrap();
+    let q = queue(&p, t).unwrap();
+    let mut calls = 0;
+    let first = loop {
+        calls += 1;
+        let batch = q.claim_due(10, LEASE).await.unwrap();
+        if let Some(d) = batch.claimed.first() {
+            break serde_json::from_slice::<String>(&d.envelope.payload).unwrap();
+        }
+        assert!(calls < 10_000, "nothing claimed in {calls} calls");
+    };
+    assert_eq!(first, "high");
+    // 3,000 buckets, 100 a call, the first call declaring none of them; ready moved after.
+    assert!(calls <= 34, "the first claim after {calls} calls");
+    assert_eq!(far_count(&server, t), 0);
+}
+
+/// A `far` member no client can declare (a negative bucket number, by hand) is never
+/// promoted; it holds up no claim (before the review it held every claim of the topic).
+#[tokio::test]
+async fn an_undeclarable_far_member_holds_up_no_claim() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    for (t, opts) in [
+        ("flow.far.neg.prio", SendOptions::new().priority(Priority::High)),
+        ("flow.far.neg.fifo", SendOptions::new()),
+    ] {
+        p.send_with(t, &"due".to_string(), opts).await.unwrap();
+        redis::cmd("ZADD")
+            .arg(TopicKeys::new("delayq", t).unwrap().far)
+            .arg(0)
+            .arg("-1")
+            .query::<()>(&mut server.connection())
+            .unwrap();
+        let q = queue(&p, t).unwrap();
+        let mut claimed = 0;
+        for _ in 0..5 {
+            claimed += q.claim_due(10, LEASE).await.unwrap().claimed.len();
+        }
+        assert_eq!(claimed, 1, "{t}: the due message claimed");
+    }
+}
+
+#[delayq_runtime::delay_listener(topic = "flow.far.dropmetric", dead_max = 2)]
+async fn drop_metric_handler(_msg: String) {}
+
+fn dropped_metric(addr: std::net::SocketAddr) -> f64 {
+    let text = ureq::get(&format!("http://{addr}/metrics"))
+        .call()
+        .expect("scrape /metrics")
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("delayq_dead_dropped_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// A running consumer counts the claim's own drops in `delayq_dead_dropped_total` at once
+/// (before the review, at the back pool's next sweep, up to two minutes later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_counts_the_claims_own_drops_at_once() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.dropmetric";
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], delayq_dev::free_port()).into();
+    let rt = delayq_runtime::Runtime::builder()
+        .redis_url(server.url())
+        .topics([t])
+        .prometheus(addr)
+        .spawn()
+        .await
+        .unwrap();
+    let k = TopicKeys::new("delayq", t).unwrap();
+    for i in 0..5 {
+        let id = p
+            .send(t, &format!("m{i}"), Duration::from_millis(800))
+            .await
+            .unwrap();
+        // Not an envelope (claim_due.lua buries it), or one the consumer cannot read (bury.lua).
+        let raw = if i < 3 {
+            "not an envelope"
+        } else {
+            "1 0 0 0 0 0 18446744073709551615 1\nab"
+        };
+        redis::cmd("HSET")
+            .arg(&k.msg)
+            .arg(id.as_str())
+            .arg(raw)
+            .query::<()>(&mut server.connection())
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while dropped_metric(addr) < 3.0 && std::time::Instant::now() < deadline {
+        sleep_ms(100).await;
+    }
+    let metric = dropped_metric(addr);
+    rt.shutdown().await.unwrap();
+    assert_eq!(p.counts(t).await.unwrap().dead, 2);
+    assert_eq!(metric, 3.0, "delayq_dead_dropped_total within 10 s of the drops");
+}

@@ -19,6 +19,7 @@ use super::sleep::{local_time, sleep_to_due, Race, BOSS_SAFETY_SLEEP};
 use super::topic::{self, TopicRuntime};
 use crate::ack_batcher::Riders;
 use crate::health::RetryDelay;
+use crate::meter::Outcome;
 use crate::worker;
 
 /// A claim call on its way, with what it asked for, the slots it holds and the acks riding on
@@ -202,6 +203,11 @@ impl Boss<'_> {
         }
         for (id, why) in &batch.undeliverable {
             tracing::error!(topic = %topic.name, %id, reason = %why, "claimed a message that cannot be delivered");
+        }
+        if batch.buried > 0 {
+            topic.meter.handled(Outcome::Dead, batch.buried);
+            // Moving them to the dead letters may have dropped the oldest past the bounds.
+            topic.meter.dead_dropped(topic.queue.take_dead_dropped());
         }
         let got = batch.claimed.len() + batch.undeliverable.len();
         let race = &mut self.race;

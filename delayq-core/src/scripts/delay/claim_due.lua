@@ -30,8 +30,9 @@
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.
 -- Returns { now_us, when to look next (ms), -1 (nothing delayed) or -2 (paused), the first far
--- bucket or -1, 1 when due messages wait on the rate limit (else 0), the claim's token (0 when
--- it claimed nothing), the acks' answers (a string, a character each: '1' acked, '0' stale),
+-- bucket or -1 (behind on promotion: the buckets due for it, a string, see due_buckets), 1
+-- when due messages wait on the rate limit (else 0), the claim's token (0 when it claimed
+-- nothing), the acks' answers (a string, a character each: '1' acked, '0' stale),
 -- { id1, id2, ... }, { envelope1, envelope2, ... } (these two only when it claimed), and the
 -- dead letters dropped past the bounds (only when a claimed message was not an envelope) }.
 -- Now is in microseconds, so a boss can sleep to the due time precisely; the boss declares
@@ -336,13 +337,15 @@ if credit > 0 and (next == -1 or next > now) then
   redis.call('HDEL', KEYS[9], 'rate_credit')
   credit = 0
 end
+-- Behind on promotion (see far_due): look again at once, declaring the buckets due for it.
+if far_due then next = now end
 -- Held back by the rate limit: look again when it lets the next one go.
-if interval and next ~= -1 and next <= now then
+if interval and next ~= -1 and next <= now and not far_due then
   next = math.max(next, math.ceil((tat - credit - burst * interval + interval) / 1000))
   out[4] = 1
 end
 out[2] = next
-out[3] = head or -1
+out[3] = far_due and due_buckets(now) or head or -1
 -- Took messages and nothing more is due: the other processes' bosses, asleep to the same due
 -- time, learn when to look next instead of claiming for nothing.
 if #ids > 0 and (next == -1 or next > now) then

@@ -178,9 +178,31 @@ end
 -- message that one of them would come before. Only a bucket whose promotion time has come
 -- counts (every due one's has: its earliest message is due after its start); one whose has
 -- not (a width edited by hand) is never promoted, and must not hold claims up for good.
+-- A bucket the client cannot declare (a negative or fractional member, by hand) is never
+-- promoted either, and does not count.
+local function declarable(b)
+  return b and b == b and b >= 0 and b % 1 == 0
+end
 local function far_overdue(now)
-  if far_head and far_head_due and far_head_due <= now and promote_at(far_head) <= now then
+  if declarable(far_head) and far_head_due and far_head_due <= now
+      and promote_at(far_head) <= now then
     return far_head_due
   end
   return nil
+end
+
+-- Far buckets one call may declare for promotion at most (see due_buckets).
+local FAR_DECLARE_MAX = 100
+-- The far buckets whose promotion time has come, the first FAR_DECLARE_MAX of them, as the
+-- members separated by spaces: behind on promotion (far_overdue), the client declares them
+-- all on its next call, so that a long outage's buckets (a minute each) are promoted a
+-- hundred a call, not one.
+local function due_buckets(now)
+  local run = {}
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[7], 0, FAR_DECLARE_MAX - 1)) do
+    local b = tonumber(m)
+    if not declarable(b) or promote_at(b) > now then break end
+    run[#run + 1] = m
+  end
+  return table.concat(run, ' ')
 end

@@ -50,9 +50,17 @@ if out ~= 'kept' then
   redis.call('HSET', r, 'next', next, 'anchor', ARGV[10], 'missed', 0,
     'gen', string.format('%d', gen))
 end
+-- Ticks written ahead: every one from now up to `last` (the latest written) is waiting, so
+-- the first is `last` itself, or for an interval shorter than the lead (every = 200ms) the
+-- earliest of the interval's ticks after now that end at `last`. (A cron ticks a second apart
+-- at the closest, and the lead is a second: only `last` waits.)
 local first = next
 local last = tonumber(old[7])
 if old[6] ~= '1' and last and last > now_ms and last < (tonumber(next) or math.huge) then
   first = old[7]
+  local every = old[1] == 'every' and tonumber(old[2])
+  if every and every >= 1 and every < last - now_ms then
+    first = string.format('%d', last - (math.ceil((last - now_ms) / every) - 1) * every)
+  end
 end
 return { out, first }
