@@ -164,8 +164,11 @@ pub(crate) enum DeadCommand {
     /// One dead letter with its full payload and error.
     Show { topic: String, id: String },
     /// Moves dead letters back to due-now with fresh attempts: one by id, or --all.
+    // clap writes a required group before the positionals: the usage is spelled out.
+    #[command(override_usage = "delayq dead replay [OPTIONS] <TOPIC> <ID|--all>")]
     Replay(DeadTarget),
     /// Deletes dead letters for good: one by id, or --all.
+    #[command(override_usage = "delayq dead purge [OPTIONS] <TOPIC> <ID|--all>")]
     Purge(DeadTarget),
 }
 

@@ -52,6 +52,6 @@ pub(super) fn run(json: bool, action: ConfigCommand) -> Outcome {
                 if file.settings.len() == 1 { "" } else { "s" }
             )
         },
-    );
+    )?;
     Ok(())
 }

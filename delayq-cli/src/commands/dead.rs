@@ -27,7 +27,7 @@ pub(super) async fn run(p: &Producer, json: bool, command: DeadCommand) -> Outco
                     }
                     t.to_string()
                 },
-            );
+            )?;
         }
         DeadCommand::Show { topic, id } => {
             known_topic(p, &topic).await?;
@@ -37,7 +37,7 @@ pub(super) async fn run(p: &Producer, json: bool, command: DeadCommand) -> Outco
             };
             emit(json, report::dead_json(&letter), || {
                 report::dead_detail(&letter, now).to_string()
-            });
+            })?;
         }
         DeadCommand::Replay(target) => dead_change(p, json, DeadAction::Replay, target).await?,
         DeadCommand::Purge(target) => dead_change(p, json, DeadAction::Purge, target).await?,
@@ -57,6 +57,6 @@ async fn dead_change(p: &Producer, json: bool, action: DeadAction, target: DeadT
     let done = action.done();
     emit(json, json!({"topic": topic, done: n}), || {
         format!("{done} {n} on {topic}")
-    });
+    })?;
     Ok(())
 }

@@ -55,7 +55,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                     }
                     format!("namespace {}\n{t}", namespace_label(&connection))
                 },
-            );
+            )?;
         }
         Command::Stats {
             topic,
@@ -87,7 +87,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                     }
                     t.to_string()
                 },
-            );
+            )?;
         }
         Command::Peek { topic, limit } => {
             known_topic(&p, &topic).await?;
@@ -106,7 +106,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                     }
                     t.to_string()
                 },
-            );
+            )?;
         }
         Command::Send(args) => send(&p, json, args).await?,
         Command::Find { topic, id } => {
@@ -118,7 +118,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             }
             emit(json, report::found_json(&topic, &found), || {
                 report::found_detail(&topic, &found, SystemTime::now()).to_string()
-            });
+            })?;
         }
         Command::Cancel { topic, id } => {
             known_topic(&p, &topic).await?;
@@ -133,7 +133,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 Cancelled::Removed => {
                     emit(json, json!({"id": id.as_str(), "outcome": word}), || {
                         format!("{id}: {word}")
-                    })
+                    })?
                 }
                 Cancelled::NotFound => {
                     return Err(Failure::Failed(format!(
@@ -176,7 +176,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                     }
                     t.to_string()
                 },
-            );
+            )?;
         }
         Command::Rooms => {
             let rooms = all_rooms(&p).await?;
@@ -197,7 +197,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                     }
                     t.to_string()
                 },
-            );
+            )?;
         }
         Command::Schedules { action } => schedules::run(&p, json, action).await?,
         Command::Config(_) => unreachable!("handled above"),
@@ -230,7 +230,7 @@ async fn pause_or_resume(p: &Producer, json: bool, topic: &str, pause: bool) -> 
     };
     emit(json, json!({"topic": topic, "outcome": word}), || {
         format!("{topic}: {}", word.replace('_', " "))
-    });
+    })?;
     Ok(())
 }
 
@@ -255,7 +255,7 @@ async fn send(p: &Producer, json: bool, args: SendArgs) -> Outcome {
         json,
         json!({"id": id.as_str(), "outcome": word, "topic": args.topic}),
         || format!("{id}: {word} on {}", args.topic),
-    );
+    )?;
     Ok(())
 }
 
@@ -281,6 +281,6 @@ async fn history(p: &Producer, json: bool, topic: Option<String>, window: Durati
                 .collect::<Vec<_>>()
                 .join("\n")
         },
-    );
+    )?;
     Ok(())
 }

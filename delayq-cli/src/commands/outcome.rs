@@ -11,13 +11,15 @@ use crate::report;
 pub(super) type Outcome = Result<(), Failure>;
 
 /// What a command prints: JSON for `--json` (exact), else the table (or line) people read,
-/// with control characters escaped (`report::printable_lines`).
-pub(super) fn emit(json: bool, value: Value, human: impl FnOnce() -> String) {
-    if json {
-        println!("{value}");
+/// with control characters escaped (`report::printable_lines`). Fails (exit 1) when stdout
+/// cannot be written.
+pub(super) fn emit(json: bool, value: Value, human: impl FnOnce() -> String) -> Outcome {
+    let text = if json {
+        value.to_string()
     } else {
-        println!("{}", report::printable_lines(&human()));
-    }
+        report::printable_lines(&human()).into_owned()
+    };
+    crate::output::line(&text)
 }
 
 /// Fails (exit 1) unless `topic` is registered in the namespace: a typo should not look

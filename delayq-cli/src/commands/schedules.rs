@@ -25,7 +25,7 @@ pub(super) async fn run(p: &Producer, json: bool, action: Option<ScheduleCommand
             json,
             json!({ "schedule": name, "outcome": outcome }),
             || format!("{name}: {}", outcome.replace('_', " ")),
-        );
+        )?;
         return Ok(());
     }
     if let Some(ScheduleCommand::Remove { name, force }) = action {
@@ -55,7 +55,7 @@ pub(super) async fn run(p: &Producer, json: bool, action: Option<ScheduleCommand
             json,
             json!({ "removed": name, "from_code": info.from_code }),
             || format!("removed schedule {name}{}", comes_back.unwrap_or_default()),
-        );
+        )?;
         return Ok(());
     }
     let all = all_schedules(p).await?;
@@ -77,6 +77,6 @@ pub(super) async fn run(p: &Producer, json: bool, action: Option<ScheduleCommand
             }
             t.to_string()
         },
-    );
+    )?;
     Ok(())
 }

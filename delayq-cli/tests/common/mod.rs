@@ -5,6 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// What a run of `delayq` gave.
+#[derive(Debug)]
 pub struct Run {
     pub code: i32,
     pub stdout: String,
