@@ -6,7 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::Request;
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 
 use crate::failure::Failure;
 
@@ -85,14 +85,14 @@ impl Access {
     ) -> Option<(StatusCode, String)> {
         let headers = request.headers();
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-        let Some(host) = host.filter(|h| self.names(bound, h)) else {
+        if !host.is_some_and(|h| self.names(bound, h)) {
             return Some((
                 StatusCode::MISDIRECTED_REQUEST,
                 format!(
                     "this dashboard answers to {bound} and localhost only; start it with --allow-host NAME to reach it by another name"
                 ),
             ));
-        };
+        }
         if !request.uri().path().starts_with("/api/") {
             return None;
         }
@@ -109,19 +109,61 @@ impl Access {
             }
         }
         if request.method() != Method::GET && request.method() != Method::HEAD {
-            let own = format!("http://{host}");
-            let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-            let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
-            let foreign_origin = origin.is_some_and(|o| !o.eq_ignore_ascii_case(&own));
-            let foreign_site = site.is_some_and(|s| s != "same-origin" && s != "none");
-            if foreign_origin || foreign_site {
-                return Some((
-                    StatusCode::FORBIDDEN,
-                    format!("a write must come from this dashboard's own page ({own})"),
-                ));
+            if let Some(why) = self.foreign_write(bound, headers) {
+                return Some((StatusCode::FORBIDDEN, why));
             }
         }
         None
+    }
+
+    /// Why a write is not from this dashboard's own page, as the browser tells: a
+    /// `Sec-Fetch-Site` other than `same-origin` (or `none`, typed by the user), or, when
+    /// the browser sent no `same-origin`, an `Origin` that does not name this dashboard
+    /// (`http://` or `https://` and a host a `Host` may name: a reverse proxy that speaks
+    /// HTTPS keeps working, on its name given with `--allow-host`, whatever it does to
+    /// `Host`). A header sent twice is refused. A request without either header is no
+    /// browser's (scripts and `curl` send none), which the confirmation and the token bound.
+    fn foreign_write(&self, bound: SocketAddr, headers: &HeaderMap) -> Option<String> {
+        let refused = |why: &str| {
+            let mut own = vec![bound.to_string(), "localhost".to_string()];
+            own.extend(self.allow_hosts.iter().cloned());
+            format!(
+                "a write must come from this dashboard's own page (http:// or https:// on {}); this one has {why}",
+                own.join(", ")
+            )
+        };
+        let (Ok(site), Ok(origin)) = (one(headers, "sec-fetch-site"), one(headers, "origin"))
+        else {
+            return Some(refused("Origin or Sec-Fetch-Site is sent twice"));
+        };
+        match site {
+            Some("same-origin") => return None,
+            Some("none") | None => {}
+            Some(other) => return Some(refused(&format!("Sec-Fetch-Site: {other}"))),
+        }
+        let origin = origin?;
+        let authority = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"));
+        match authority {
+            Some(a)
+                if !a.is_empty() && !a.contains(['/', '@', '?', '#']) && self.names(bound, a) =>
+            {
+                None
+            }
+            _ => Some(refused(&format!("Origin: {origin}"))),
+        }
+    }
+}
+
+/// The one value of header `name` (lower-cased), `None` when absent; `Err` when it is sent
+/// more than once or is not text.
+fn one<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, ()> {
+    let mut all = headers.get_all(name).iter();
+    match (all.next(), all.next()) {
+        (None, _) => Ok(None),
+        (Some(v), None) => v.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
+        (Some(_), Some(_)) => Err(()),
     }
 }
 
