@@ -1,20 +1,20 @@
 //! The dashboard's writes beyond dead letters one by one or all: a topic paused or resumed; a
-//! schedule run now,
-//! suspended or resumed; a test message sent; dead letters replayed or purged by selection.
-//! Each is refused as every write is (`may_write`) and leaves an audit line.
+//! schedule run now, suspended or resumed; a test message sent; dead letters replayed or
+//! purged by selection. Each is refused as every write is (by the guard, `board::may_write`)
+//! and leaves an audit line.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use delayq_core::{MessageId, SendOptions, SendOutcome};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::board::{audit, error, known_topic, may_write, Shared};
+use super::board::{audit, error, known_topic, Shared};
 use crate::failure::Failure;
 use crate::namespace::{change_dead, change_schedule, DeadAction, ScheduleAction};
 
@@ -26,12 +26,8 @@ const MAX_SELECTED: usize = 1_000;
 pub(super) async fn flow_write(
     State(board): Shared,
     ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
     Path((topic, action)): Path<(String, String)>,
 ) -> Response {
-    if let Err((status, why)) = may_write(&board, &headers) {
-        return error(status, why);
-    }
     let p = &board.producer;
     let pause = match action.as_str() {
         "pause" => true,
@@ -69,12 +65,8 @@ pub(super) async fn flow_write(
 pub(super) async fn schedule_write(
     State(board): Shared,
     ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
 ) -> Response {
-    if let Err((status, why)) = may_write(&board, &headers) {
-        return error(status, why);
-    }
     let act = match action.as_str() {
         "run" => ScheduleAction::Run,
         "suspend" => ScheduleAction::Suspend,
@@ -111,13 +103,9 @@ pub(super) struct TestMessage {
 pub(super) async fn send_test(
     State(board): Shared,
     ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
     Path(topic): Path<String>,
     body: Result<Json<TestMessage>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    if let Err((status, why)) = may_write(&board, &headers) {
-        return error(status, why);
-    }
     let Json(m) = match body {
         Ok(m) => m,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body: {e}")),
@@ -163,13 +151,9 @@ pub(super) struct Selection {
 pub(super) async fn dead_selected(
     State(board): Shared,
     ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
     Path((topic, action)): Path<(String, String)>,
     body: Result<Json<Selection>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    if let Err((status, why)) = may_write(&board, &headers) {
-        return error(status, why);
-    }
     let action = match DeadAction::from_route(&action) {
         Ok(action) => action,
         Err(failure) => return failure.into_response(),

@@ -12,6 +12,7 @@ use delayq_core::Producer;
 use serde_json::json;
 
 use super::access::Access;
+use super::refusals::Refusals;
 use crate::failure::Failure;
 use crate::report;
 
@@ -23,6 +24,8 @@ pub(crate) struct Board {
     pub(super) access: Access,
     /// The address it listens on (the port a `Host` must name, the IP it may name).
     pub(super) bound: SocketAddr,
+    /// The rate bound of the refused writes' audit lines.
+    pub(super) refusals: Refusals,
 }
 
 pub(crate) type Shared = State<Arc<Board>>;
@@ -41,21 +44,19 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Refuses a write unless the dashboard allows writes and the request confirms it.
-pub(crate) fn may_write(
-    board: &Board,
-    headers: &HeaderMap,
-) -> Result<(), (StatusCode, &'static str)> {
+/// Why a write must not run on this dashboard: writes are off, or it is not confirmed (the
+/// guard asks this of every request that is not a read, after the checks of `Access`).
+pub(crate) fn may_write(board: &Board, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
     if !board.access.writes() {
         return Err((
             StatusCode::FORBIDDEN,
-            "this dashboard is read-only; start it with --allow-writes",
+            "this dashboard is read-only; start it with --allow-writes".into(),
         ));
     }
     if headers.get(CONFIRM_HEADER).and_then(|v| v.to_str().ok()) != Some("yes") {
         return Err((
             StatusCode::BAD_REQUEST,
-            "a write must be confirmed with the header X-Delayq-Confirm: yes",
+            "a write must be confirmed with the header X-Delayq-Confirm: yes".into(),
         ));
     }
     Ok(())
@@ -63,23 +64,25 @@ pub(crate) fn may_write(
 
 /// Logs a write on stdout: `audit: <when> <remote address> [token] <what>: <result>`.
 pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
-    let when = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or_else(|_| jiff::Timestamp::now());
     let who = if board.access.token.is_some() {
         format!("{from} (token)")
     } else {
         from.to_string()
     };
-    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
-    use std::io::Write;
     // What and its result carry names from the URL and texts from Redis: escaped, so that a
     // line break or a terminal escape in them cannot forge a line of the log.
     let (what, result) = (report::printable(what), report::printable(result));
-    let _ = writeln!(
-        std::io::stdout().lock(),
-        "audit: {when} {who} {what}: {result}"
-    );
+    audit_line(&format!("{who} {what}: {result}"));
+}
+
+/// Writes `audit: <when> <text>` on stdout (the audit sink), `text` already escaped.
+pub(crate) fn audit_line(text: &str) {
+    let when = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now());
+    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "audit: {when} {text}");
 }
 
 /// Fails (404) unless `topic` is registered in the namespace.

@@ -6,42 +6,117 @@
 //! `Host` (the listen address, `localhost`, or a name given with `--allow-host`), so a page
 //! on another site whose name was re-pointed at this machine (DNS rebinding) is refused;
 //! a write whose `Origin` (or `Sec-Fetch-Site`) says it comes from another site is refused;
-//! with `--token`, every API call needs `Authorization: Bearer <token>`.
+//! with `--token`, every API call needs `Authorization: Bearer <token>`. Behind a reverse
+//! proxy that speaks HTTPS, a write from the page carries `Origin: https://NAME`, which
+//! passes when NAME is given with `--allow-host` (or the browser sends `Sec-Fetch-Site:
+//! same-origin`).
 //!
 //! Each write that reaches a route is logged on stdout as one audit line: when, who (the
-//! remote address, and whether it presented the token), what, and what came of it.
+//! remote address, and whether it presented the token), what, and what came of it; each
+//! write refused is too, at most 20 a minute (`refusals.rs`). Connections are bounded as the
+//! runtime's health endpoint bounds them, and no answer may be framed (`listen.rs`). Every
+//! API error is JSON, `{"error": "…"}`, a route that does not exist and a bad path too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use delayq_core::{MessageId, Producer};
-use serde::Deserialize;
+use delayq_core::Producer;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 mod access;
 mod actions;
 mod board;
+mod dead;
+mod listen;
 mod reads;
+mod refusals;
 
 use crate::failure::Failure;
-use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams, change_dead, DeadAction};
+use crate::namespace::{all_rooms, all_schedules, all_stats, all_streams};
 use crate::report;
 pub(crate) use access::Access;
-use board::{audit, error, may_write, Board, Shared};
+use board::{error, may_write, Board, Shared};
 
 const PAGE: &str = include_str!("dashboard.html");
-/// Refuses what must not reach the routes (see [`Access::refusal`]).
+
+/// Refuses what must not reach the routes (see [`Access::refusal`]), and a write that is not
+/// allowed or not confirmed (`board::may_write`); a refused write leaves an audit line.
 async fn guard(State(board): Shared, request: Request, next: Next) -> Response {
-    match board.access.refusal(board.bound, &request) {
-        Some((status, text)) => error(status, text),
-        None => next.run(request).await,
+    let mut refused = board.access.refusal(board.bound, &request);
+    let write = request.method() != Method::GET && request.method() != Method::HEAD;
+    let api = request.uri().path().starts_with("/api/");
+    if refused.is_none() && write && api {
+        refused = may_write(&board, request.headers()).err();
     }
+    let Some((status, why)) = refused else {
+        return next.run(request).await;
+    };
+    if write {
+        let from = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "?".to_string(), |c| c.0.to_string());
+        // The path alone: a query may hold what someone should not have put in a URL.
+        let what = format!("{} {}", request.method(), request.uri().path());
+        let why = format!("{} {why}", status.as_u16());
+        let (what, why) = (report::printable(&what), report::printable(&why));
+        board.refusals.refused(&from, &what, &why);
+    }
+    error(status, why)
+}
+
+/// An API answer that is an error but not JSON (axum's own, for a path or query it cannot
+/// read, a method a route does not have) becomes `{"error": "…"}`, so that every client,
+/// the page too, reads what went wrong.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let api = request.uri().path().starts_with("/api/");
+    let response = next.run(request).await;
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !api || json || response.status().is_success() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let text = if text.trim().is_empty() {
+        parts.status.to_string()
+    } else {
+        text.trim().to_string()
+    };
+    let mut json = error(parts.status, text);
+    for name in [header::ALLOW] {
+        if let Some(v) = parts.headers.get(&name) {
+            json.headers_mut().insert(name, v.clone());
+        }
+    }
+    json
+}
+
+/// What no route answers: a JSON 404 naming the path (a browser that folded `.` or `..` out
+/// of a path sent another one than the page meant).
+async fn no_route(request: Request<Body>) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no {} {} on this dashboard",
+            request.method(),
+            report::printable(request.uri().path())
+        ),
+    )
 }
 
 pub(crate) async fn serve(
@@ -62,24 +137,40 @@ pub(crate) async fn serve(
             if writes { " and can replay or purge dead letters" } else { "" }
         );
     }
-    println!(
-        "dashboard on http://{bound}/ (namespace {}, {})",
-        producer.namespace(),
-        if writes {
-            "writes allowed"
-        } else {
-            "read-only"
-        }
-    );
+    {
+        // Not println!: a stdout nobody reads must not stop the dashboard.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "dashboard on http://{bound}/ (namespace {}, {})",
+            producer.namespace(),
+            if writes {
+                "writes allowed"
+            } else {
+                "read-only"
+            }
+        );
+    }
     let app = Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/overview", get(overview))
-        .route("/api/topics/{topic}/dead", get(dead_list))
+        .route("/api/topics/{topic}/dead", get(dead::list))
+        .route("/api/topics/{topic}/messages", get(reads::find_named))
         .route("/api/topics/{topic}/messages/{id}", get(reads::find))
         .route("/api/topics/{topic}/history", get(reads::topic_history))
         .route("/api/history/{kind}/{name}", get(reads::history))
-        .route("/api/topics/{topic}/dead/{id}/{action}", post(write_one))
-        .route("/api/topics/{topic}/dead-all/{action}", post(write_all))
+        .route(
+            "/api/topics/{topic}/dead/{id}/{action}",
+            post(dead::write_one),
+        )
+        .route(
+            "/api/topics/{topic}/dead-letter/{action}",
+            post(dead::write_named),
+        )
+        .route(
+            "/api/topics/{topic}/dead-all/{action}",
+            post(dead::write_all),
+        )
         .route(
             "/api/topics/{topic}/flow/{action}",
             post(actions::flow_write),
@@ -92,24 +183,34 @@ pub(crate) async fn serve(
         .route(
             "/api/schedules/{name}/{action}",
             post(actions::schedule_write),
-        );
+        )
+        .fallback(no_route);
     let board = Arc::new(Board {
         producer,
         access,
         bound,
+        refusals: Default::default(),
     });
+    // Inside out: the guard first, then the body is read (within its time), then JSON errors.
     let app = app
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(listen::read_body))
         .layer(middleware::from_fn_with_state(board.clone(), guard))
-        .with_state(board);
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .map_err(|e| Failure::Failed(format!("the dashboard stopped: {e}")))
+        .with_state(board.clone());
+    let stop = CancellationToken::new();
+    let counts = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            board.refusals.close_window();
+        }
+    });
+    let served = tokio::spawn(listen::serve(listener, app, stop.clone()));
+    let _ = tokio::signal::ctrl_c().await;
+    stop.cancel();
+    counts.abort();
+    served
+        .await
+        .map_err(|e| Failure::Failed(format!("the dashboard stopped: {e}")))
 }
 
 async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failure> {
@@ -128,76 +229,4 @@ async fn overview(State(board): Shared) -> Result<Json<serde_json::Value>, Failu
         "rooms": rooms.iter().map(|e| e.json("room", |c| report::room_json(&e.name, c))).collect::<Vec<_>>(),
         "schedules": schedules.iter().map(|e| e.json("schedule", report::schedule_json)).collect::<Vec<_>>(),
     })))
-}
-
-#[derive(Deserialize)]
-struct Limit {
-    limit: Option<usize>,
-}
-
-async fn dead_list(
-    State(board): Shared,
-    Path(topic): Path<String>,
-    Query(q): Query<Limit>,
-) -> Result<Json<serde_json::Value>, Failure> {
-    let limit = q.limit.unwrap_or(50).min(1_000);
-    let letters = board.producer.dead_letters(&topic, 0..limit).await?;
-    Ok(Json(json!(letters
-        .iter()
-        .map(report::dead_json)
-        .collect::<Vec<_>>())))
-}
-
-/// A write on dead letters: `action` on one (`id`) or all of `topic`'s.
-async fn write(
-    board: &Board,
-    from: SocketAddr,
-    headers: &HeaderMap,
-    topic: &str,
-    id: Option<&str>,
-    action: &str,
-) -> Response {
-    if let Err((status, why)) = may_write(board, headers) {
-        return error(status, why);
-    }
-    let action = match DeadAction::from_route(action) {
-        Ok(action) => action,
-        Err(failure) => return failure.into_response(),
-    };
-    let id = match id.map(MessageId::new).transpose() {
-        Ok(id) => id,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
-    };
-    let what = match &id {
-        Some(id) => format!("{} dead letter {id} of {topic}", action.verb()),
-        None => format!("{} every dead letter of {topic}", action.verb()),
-    };
-    match change_dead(&board.producer, topic, id.as_ref(), action).await {
-        Ok(n) => {
-            audit(board, from, &what, &format!("{n} {}", action.done()));
-            Json(json!({ action.done(): n })).into_response()
-        }
-        Err(failure) => {
-            audit(board, from, &what, &format!("{failure:?}"));
-            failure.into_response()
-        }
-    }
-}
-
-async fn write_one(
-    State(board): Shared,
-    ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path((topic, id, action)): Path<(String, String, String)>,
-) -> Response {
-    write(&board, from, &headers, &topic, Some(&id), &action).await
-}
-
-async fn write_all(
-    State(board): Shared,
-    ConnectInfo(from): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path((topic, action)): Path<(String, String)>,
-) -> Response {
-    write(&board, from, &headers, &topic, None, &action).await
 }

@@ -24,6 +24,24 @@ pub(super) async fn find(
 }
 
 #[derive(Deserialize)]
+pub(super) struct Named {
+    id: Option<String>,
+}
+
+/// `GET /api/topics/{topic}/messages?id=…`: [`find`] with the id in the query, as the page
+/// sends it (a path segment `.` or `..` would be folded by the browser).
+pub(super) async fn find_named(
+    board: Shared,
+    Path(topic): Path<String>,
+    Query(q): Query<Named>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let Some(id) = q.id else {
+        return Err(Failure::Usage("give the message's id: ?id=…".into()));
+    };
+    find(board, Path((topic, id))).await
+}
+
+#[derive(Deserialize)]
 pub(super) struct Since {
     since: Option<String>,
 }

@@ -12,8 +12,11 @@ mod cli_flow_control;
 mod cli_history;
 mod cli_usage_errors;
 mod dashboard_actions;
+mod dashboard_bounds;
 mod dashboard_kit;
+mod dashboard_odd_ids;
 mod dashboard_proxy;
+mod dashboard_refusals;
 
 /// Nothing in this binary registers a listener, a stream listener, a leader task or a schedule
 /// (whichever way it is written: an attribute, a crate path, a kit macro): one would run in
