@@ -84,7 +84,8 @@ impl Access {
         request: &Request,
     ) -> Option<(StatusCode, String)> {
         let headers = request.headers();
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        // Sent twice (by a proxy that adds one), a Host names nothing.
+        let host = one(headers, header::HOST.as_str()).ok().flatten();
         if !host.is_some_and(|h| self.names(bound, h)) {
             return Some((
                 StatusCode::MISDIRECTED_REQUEST,

@@ -178,6 +178,20 @@ async fn writes_from_its_own_page_behind_an_https_proxy_work_and_cross_site_ones
             assert_eq!(reply.status, 403, "directly, {odd:?}: {reply:?}");
         }
     }
+    // A rebound name whose page says same-origin, and a Host sent twice: not this dashboard.
+    let rebound = [
+        vec![
+            ("Host", "evil.example"),
+            ("Origin", "https://evil.example"),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
+        vec![("Host", direct_host.as_str()), ("Host", "evil.example")],
+        vec![("Host", "evil.example"), ("Host", direct_host.as_str())],
+    ];
+    for headers in &rebound {
+        let reply = flow(&upstream, "pause", headers);
+        assert!(matches!(reply.status, 400 | 421), "{headers:?}: {reply:?}");
+    }
     assert!(
         !p.is_paused("dash.proxy").await.unwrap(),
         "no refused write paused it"
