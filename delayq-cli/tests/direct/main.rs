@@ -14,6 +14,7 @@ mod cli_usage_errors;
 mod dashboard_actions;
 mod dashboard_bounds;
 mod dashboard_kit;
+mod dashboard_layout;
 mod dashboard_odd_ids;
 mod dashboard_proxy;
 mod dashboard_refusals;
