@@ -86,9 +86,11 @@ pub(crate) enum Command {
         /// Show and allow the replay and purge buttons of dead letters.
         #[arg(long)]
         allow_writes: bool,
-        /// Another name it may be reached by (a reverse proxy's host name), besides the listen
-        /// address and `localhost`; requests naming any other host are refused, so that a web
-        /// page whose name was re-pointed at this machine (DNS rebinding) cannot read it.
+        /// Another name it may be reached by (a reverse proxy's host name, NAME or NAME:PORT),
+        /// besides the listen address and `localhost`; requests naming any other host are
+        /// refused, so that a web page whose name was re-pointed at this machine (DNS
+        /// rebinding) cannot read it. Writes from the page on that name, over http:// or
+        /// https://, are accepted.
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_hosts: Vec<String>,
         /// A secret every API call must carry (`Authorization: Bearer …`); the page asks for it
