@@ -135,7 +135,9 @@ impl Access {
         };
         let (Ok(site), Ok(origin)) = (one(headers, "sec-fetch-site"), one(headers, "origin"))
         else {
-            return Some(refused("Origin or Sec-Fetch-Site is sent twice"));
+            return Some(refused(
+                "Origin or Sec-Fetch-Site sent twice, or not as text",
+            ));
         };
         match site {
             Some("same-origin") => return None,
