@@ -72,17 +72,7 @@ pub(crate) fn audit(board: &Board, from: SocketAddr, what: &str, result: &str) {
     // What and its result carry names from the URL and texts from Redis: escaped, so that a
     // line break or a terminal escape in them cannot forge a line of the log.
     let (what, result) = (report::printable(what), report::printable(result));
-    audit_line(&format!("{who} {what}: {result}"));
-}
-
-/// Writes `audit: <when> <text>` on stdout (the audit sink), `text` already escaped.
-pub(crate) fn audit_line(text: &str) {
-    let when = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or_else(|_| jiff::Timestamp::now());
-    // Not println!: a closed stdout (piped into a pager that quit) must not stop the write.
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "audit: {when} {text}");
+    super::audit::line(&format!("{who} {what}: {result}"));
 }
 
 /// Fails (404) unless `topic` is registered in the namespace.

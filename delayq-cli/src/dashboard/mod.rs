@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 mod access;
 mod actions;
+mod audit;
 mod board;
 mod dead;
 mod listen;

@@ -80,10 +80,10 @@ impl Refusals {
             unwritten_line(n);
         }
         if note.write {
-            super::board::audit_line(&format!("{who} refused {what}: {why}"));
+            super::audit::line(&format!("{who} refused {what}: {why}"));
         }
         if note.notice {
-            super::board::audit_line(&format!(
+            super::audit::line(&format!(
                 "more than {PER_MINUTE} refused writes within a minute: the next are counted, not written, until the minute is over"
             ));
         }
@@ -104,7 +104,7 @@ impl Refusals {
 }
 
 fn unwritten_line(n: u64) {
-    super::board::audit_line(&format!(
+    super::audit::line(&format!(
         "{n} more refused write{} in the last minute (not written one by one)",
         if n == 1 { "" } else { "s" }
     ));
