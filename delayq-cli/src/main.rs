@@ -68,11 +68,18 @@ fn command_line(e: &clap::Error) -> ExitCode {
     }
     let code = u8::try_from(e.exit_code()).unwrap_or(2);
     if wants_json() {
-        // The first paragraph, without clap's `error: ` and its pointers to --help.
         let text = e.render().to_string();
-        let text = text.trim_start_matches("error: ");
-        let first = text.split("\n\n").next().unwrap_or(text).trim();
-        let _ = output::line(&serde_json::json!({ "error": first }).to_string());
+        let error = if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        {
+            // `delayq dead`: clap shows the help; what is missing is the command.
+            let usage = text.lines().find(|l| l.starts_with("Usage:")).unwrap_or("");
+            format!("a command is missing ({usage}); --help lists them")
+        } else {
+            // The first paragraph, without clap's `error: ` and its pointers to --help.
+            let text = text.trim_start_matches("error: ");
+            text.split("\n\n").next().unwrap_or(text).trim().to_string()
+        };
+        let _ = output::line(&serde_json::json!({ "error": error }).to_string());
     }
     // clap's own text on stderr, with its usage line (and colours on a terminal).
     let _ = e.print();

@@ -15,7 +15,8 @@ const NO_REDIS: &str = "redis://127.0.0.1:1";
 
 #[test]
 fn json_usage_errors_are_json_on_stdout_and_exit_2() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
+        (&["dead"], "delayq dead"),
         (&["send", "t", "{}", "--delay", "soon"], "--delay"),
         (&["stats", "--since", "5s"], "--since"),
         (&["send", "t"], "<JSON>"),
