@@ -385,3 +385,41 @@ async fn a_consumer_counts_the_claims_own_drops_at_once() {
     assert_eq!(p.counts(t).await.unwrap().dead, 2);
     assert_eq!(metric, 3.0, "delayq_dead_dropped_total within 10 s of the drops");
 }
+
+/// (payload, due ms) of each run of `flow.far.busy`.
+static BUSY: delayq_dev::Seen<(String, u64)> = delayq_dev::Seen::new();
+
+#[delayq_runtime::delay_listener(topic = "flow.far.busy", concurrency = 1)]
+async fn busy_handler(msg: delayq_runtime::Message<String>) {
+    let due = msg.due_at().duration_since(std::time::UNIX_EPOCH).unwrap();
+    BUSY.push((msg.payload().clone(), due.as_millis() as u64));
+    if msg.payload() == "block" {
+        sleep_ms(5500).await;
+    }
+}
+
+/// Every slot busy (one, blocked for over five bucket widths) while far messages come due:
+/// when it frees, the high one runs first, then the normal ones in due order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_every_slot_was_busy_overdue_far_messages_keep_priority_and_due_order() {
+    let server = RedisServer::start();
+    let p = producer(&server).await;
+    let t = "flow.far.busy";
+    bucket_width(&server, t, 1000);
+    let rt = crate::runtime(&server, t).await;
+    p.send(t, &"block".to_string(), Duration::ZERO).await.unwrap();
+    BUSY.wait_for(1, Duration::from_secs(10)).await;
+    let normal = (0..2500u64).map(|i| (format!("n{i:04}"), Duration::from_millis(3000 + i / 2)));
+    p.send_batch(t, normal).await.unwrap();
+    let high = SendOptions::new()
+        .priority(Priority::High)
+        .delay(Duration::from_millis(4700));
+    p.send_with(t, &"high".to_string(), high).await.unwrap();
+    let runs = BUSY.wait_for(51, Duration::from_secs(30)).await;
+    rt.shutdown().await.unwrap();
+    assert_eq!(runs[1].0, "high", "{:?}", &runs[..5]);
+    let mut first: Vec<&str> = runs[2..50].iter().map(|r| r.0.as_str()).collect();
+    first.sort();
+    let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
+    assert_eq!(first, earliest, "not the earliest due normal ones");
+}
