@@ -31,7 +31,10 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
 ///   a send of an id that is pending or in flight is a duplicate: if the lost connection had
 ///   carried the first run to Redis, the second changes nothing. A generated id is this
 ///   call's alone, so its duplicate is reported as `Created`; with your own id the answer
-///   may be `Duplicate` for the message the first run created. One case is not covered: a
+///   may be `Duplicate` (or, with [`replace`](crate::SendOptions::replace) or
+///   [`debounce`](crate::SendOptions::debounce), `Replaced`) for the message the first run
+///   created: no outcome of a send is lost, but a retried send cannot tell its own first run
+///   from another sender's. One case is not covered: a
 ///   first run that reached Redis, whose message was then handled and acknowledged before
 ///   the second run (a few milliseconds later) would be sent again; with your own id,
 ///   [`dedup_for`](crate::SendOptions::dedup_for) closes that too.

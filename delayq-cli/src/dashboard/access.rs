@@ -110,7 +110,7 @@ impl Access {
             }
         }
         if request.method() != Method::GET && request.method() != Method::HEAD {
-            if let Some(why) = self.foreign_write(bound, headers) {
+            if let Some(why) = self.foreign_write(bound, host.unwrap_or_default(), headers) {
                 return Some((StatusCode::FORBIDDEN, why));
             }
         }
@@ -119,12 +119,14 @@ impl Access {
 
     /// Why a write is not from this dashboard's own page, as the browser tells: a
     /// `Sec-Fetch-Site` other than `same-origin` (or `none`, typed by the user), or, when
-    /// the browser sent no `same-origin`, an `Origin` that does not name this dashboard
-    /// (`http://` or `https://` and a host a `Host` may name: a reverse proxy that speaks
-    /// HTTPS keeps working, on its name given with `--allow-host`, whatever it does to
-    /// `Host`). A header sent twice is refused. A request without either header is no
-    /// browser's (scripts and `curl` send none), which the confirmation and the token bound.
-    fn foreign_write(&self, bound: SocketAddr, headers: &HeaderMap) -> Option<String> {
+    /// the browser sent no `same-origin`, an `Origin` that is not the page's: `http://` and
+    /// the request's own `Host` (the page reached directly), or `http://` or `https://` and
+    /// an `--allow-host` name (a reverse proxy, which may speak HTTPS and rewrite `Host`; a
+    /// name given without a port matches without one or on the port this dashboard listens
+    /// on). Another port or scheme of the same machine is another site. A header sent twice
+    /// is refused. A request without either header is no browser's (scripts and `curl` send
+    /// none), which the confirmation and the token bound.
+    fn foreign_write(&self, bound: SocketAddr, host: &str, headers: &HeaderMap) -> Option<String> {
         let refused = |why: &str| {
             let mut own = vec![bound.to_string(), "localhost".to_string()];
             own.extend(self.allow_hosts.iter().cloned());
@@ -145,17 +147,31 @@ impl Access {
             Some(other) => return Some(refused(&format!("Sec-Fetch-Site: {other}"))),
         }
         let origin = origin?;
-        let authority = origin
-            .strip_prefix("https://")
-            .or_else(|| origin.strip_prefix("http://"));
-        match authority {
-            Some(a)
-                if !a.is_empty() && !a.contains(['/', '@', '?', '#']) && self.names(bound, a) =>
-            {
-                None
-            }
-            _ => Some(refused(&format!("Origin: {origin}"))),
+        let lower = origin.to_ascii_lowercase();
+        let (secure, authority) = match lower.strip_prefix("https://") {
+            Some(a) => (true, Some(a)),
+            None => (false, lower.strip_prefix("http://")),
+        };
+        let own = authority.is_some_and(|a| {
+            !a.is_empty()
+                && !a.contains(['/', '@', '?', '#'])
+                && ((!secure && a.eq_ignore_ascii_case(host)) || self.proxied(bound, a))
+        });
+        if own {
+            None
+        } else {
+            Some(refused(&format!("Origin: {origin}")))
         }
+    }
+
+    /// Whether `authority` (lower-cased `name[:port]`) is an `--allow-host` name: as given,
+    /// or a name given without a port, with none or with the port this dashboard listens on.
+    fn proxied(&self, bound: SocketAddr, authority: &str) -> bool {
+        if self.allow_hosts.iter().any(|a| a == authority) {
+            return true;
+        }
+        let (name, port) = split_host(authority);
+        port.is_none_or(|p| p == bound.port()) && self.allow_hosts.iter().any(|a| a == name)
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
@@ -160,6 +160,10 @@ pub(super) fn deny_framing(headers: &mut HeaderMap) {
 /// Reads a request's whole body within [`BODY_READ_TIMEOUT`] (and at most
 /// [`MAX_BODY_BYTES`]) before its route runs: 408 when it does not arrive in time.
 pub(super) async fn read_body(request: Request, next: Next) -> Response {
+    // A read takes no body: whatever one brings is not waited for.
+    if request.method() == Method::GET || request.method() == Method::HEAD {
+        return next.run(request).await;
+    }
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)

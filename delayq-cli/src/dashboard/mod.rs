@@ -58,6 +58,14 @@ async fn guard(State(board): Shared, request: Request, next: Next) -> Response {
     if refused.is_none() && write && api {
         refused = may_write(&board, request.headers()).err();
     }
+    // Only the API takes writes: anything else sent with a body is answered at once, before
+    // its body is read, so that no one holds a connection busy with a slow body there.
+    if refused.is_none() && write && !api {
+        refused = Some((
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only the API (/api/...) takes writes".into(),
+        ));
+    }
     let Some((status, why)) = refused else {
         return next.run(request).await;
     };

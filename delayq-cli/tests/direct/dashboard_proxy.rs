@@ -234,3 +234,66 @@ async fn a_write_from_its_own_page_on_ipv6_loopback_works() {
     assert_eq!(reply.status, 403, "{reply:?}");
     assert!(p.is_paused("dash.proxy").await.unwrap());
 }
+
+// --- From the second review: the Origin rule named hosts as the Host rule does, so another
+// port or scheme of this machine, or any IP when listening on all, passed ------------------
+
+/// A confirmed write's status, as from a page of origin `origin` (no `Sec-Fetch-Site`: a
+/// browser that sends none, or plain http to a LAN address).
+fn write_from(addr: &str, host: &str, origin: &str) -> u16 {
+    raw(
+        addr,
+        "POST",
+        "/api/topics/review.t/flow/pause",
+        &[
+            ("Host", host),
+            ("Origin", origin),
+            ("X-Delayq-Confirm", "yes"),
+        ],
+        "",
+    )
+    .status
+}
+
+#[test]
+fn a_write_from_another_port_or_scheme_of_this_machine_is_refused() {
+    let server = RedisServer::start();
+    let board = dashboard(&server.url(), "127.0.0.1:0", &["--allow-writes"], None);
+    let addr = authority(&board);
+    let wrong: Vec<(&str, u16)> = ["http://127.0.0.1", "http://localhost", "https://localhost"]
+        .into_iter()
+        .map(|origin| (origin, write_from(&addr, &addr, origin)))
+        .filter(|(_, status)| *status != 403)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "writes from another origin passed: {wrong:?}"
+    );
+    // The page's own origin still writes (404: the topic has no such flow, past the guard).
+    let own = write_from(&addr, &addr, &format!("http://{addr}"));
+    assert_ne!(own, 403, "the dashboard's own page");
+}
+
+#[test]
+fn a_write_from_any_ip_origin_is_refused_when_listening_on_all_addresses() {
+    let server = RedisServer::start();
+    let board = dashboard(&server.url(), "0.0.0.0:0", &["--allow-writes"], None);
+    let port = authority(&board).rsplit_once(':').unwrap().1.to_string();
+    let addr = format!("127.0.0.1:{port}");
+    let wrong: Vec<(String, u16)> = [
+        "http://203.0.113.9".to_string(),
+        format!("http://203.0.113.9:{port}"),
+        "https://198.51.100.7".to_string(),
+    ]
+    .into_iter()
+    .map(|origin| {
+        let status = write_from(&addr, &addr, &origin);
+        (origin, status)
+    })
+    .filter(|(_, status)| *status != 403)
+    .collect();
+    assert!(
+        wrong.is_empty(),
+        "writes from a foreign IP origin passed: {wrong:?}"
+    );
+}
