@@ -36,6 +36,64 @@ pub fn envelope(server: &RedisServer, topic: &str, id: &MessageId) -> Option<Env
     })
 }
 
+/// Gives `topic` far buckets of `ms` instead of a minute (before anything of it is stored), so
+/// that promotion happens within seconds.
+pub fn bucket_width(server: &RedisServer, topic: &str, ms: u64) {
+    redis::cmd("HSET")
+        .arg(keys(topic).farinfo)
+        .arg("width")
+        .arg(ms)
+        .query::<()>(&mut server.connection())
+        .unwrap();
+}
+
+/// The number in field `field` of `topic`'s `farinfo` (`count`, `dead_dropped`), 0 when absent.
+pub fn farinfo_number(server: &RedisServer, topic: &str, field: &str) -> u64 {
+    let n: Option<u64> = redis::cmd("HGET")
+        .arg(keys(topic).farinfo)
+        .arg(field)
+        .query(&mut server.connection())
+        .unwrap();
+    n.unwrap_or(0)
+}
+
+/// Writes by hand, as an operator's edit would, a due id `id` of `topic` with `raw` as its
+/// stored envelope (none: an id whose envelope is missing).
+pub fn plant_due(server: &RedisServer, topic: &str, id: &str, raw: Option<&str>) {
+    let k = keys(topic);
+    let mut c = server.connection();
+    if let Some(raw) = raw {
+        redis::cmd("HSET")
+            .arg(&k.msg)
+            .arg(id)
+            .arg(raw)
+            .query::<()>(&mut c)
+            .unwrap();
+    }
+    redis::cmd("ZADD")
+        .arg(&k.delayed)
+        .arg(0)
+        .arg(id)
+        .query::<()>(&mut c)
+        .unwrap();
+}
+
+/// The test server's clock (unix ms), which the scripts go by.
+pub fn redis_ms(server: &RedisServer) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    s * 1_000 + us / 1_000
+}
+
+/// What a runtime's Prometheus endpoint at `addr` shows now.
+pub fn scrape_metrics(addr: std::net::SocketAddr) -> String {
+    ureq::get(&format!("http://{addr}/metrics"))
+        .call()
+        .expect("scrape /metrics")
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
 /// Score of `id` in the named sorted set of `topic` ("delayed", "inflight", "dead").
 pub fn score(server: &RedisServer, key: &str, id: &MessageId) -> Option<f64> {
     redis::cmd("ZSCORE")

@@ -6,7 +6,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use delayq_dev::{free_port, producer, sleep_ms, wait_until, RedisServer};
+use delayq_dev::{
+    free_port, producer, redis_ms, scrape_metrics, sleep_ms, wait_until, RedisServer,
+};
 use delayq_runtime::{delay_listener, Runtime, Schedule};
 
 #[delay_listener(topic = "alerts.topic")]
@@ -14,15 +16,6 @@ async fn plain(_msg: u8) {}
 
 #[delay_listener(topic = "alerts.ticks")]
 async fn ticks(_msg: u8) {}
-
-fn scrape(addr: SocketAddr) -> String {
-    ureq::get(&format!("http://{addr}/metrics"))
-        .call()
-        .expect("scrape /metrics")
-        .body_mut()
-        .read_to_string()
-        .unwrap()
-}
 
 /// The value of the series `name{labels}` (labels in any order), if exported.
 fn value(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -35,11 +28,6 @@ fn value(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         want.sort();
         (got == want).then(|| v.trim().parse().ok())?
     })
-}
-
-fn redis_ms(server: &RedisServer) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
-    s * 1_000 + us / 1_000
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +54,7 @@ async fn alerting_series_start_at_zero_and_a_late_writes_lag_does_not_linger() {
         .await
         .unwrap();
     let written = Instant::now();
-    let first = scrape(addr);
+    let first = scrape_metrics(addr);
     let schedule = |outcome| [("schedule", "late"), ("outcome", outcome)];
     let ticks_total = "delayq_schedule_ticks_total";
     assert_eq!(
@@ -103,7 +91,7 @@ async fn alerting_series_start_at_zero_and_a_late_writes_lag_does_not_linger() {
     // The lag is shown for a minute, then 0 (the next write is an hour away).
     wait_until(Duration::from_secs(75), "the lag back at 0", || {
         value(
-            &scrape(addr),
+            &scrape_metrics(addr),
             "delayq_schedule_lag_seconds",
             &[("schedule", "late")],
         ) == Some(0.0)

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use delayq_dev::{drained, free_port, producer, stream_dead_letters, wait_until, RedisServer};
+use delayq_dev::{
+    drained, free_port, producer, scrape_metrics, stream_dead_letters, wait_until, RedisServer,
+};
 use delayq_runtime::{delay_listener, scheduled, stream_listener, Message, Runtime, Tick};
 
 static RUNS_OK: AtomicU64 = AtomicU64::new(0);
@@ -67,15 +69,6 @@ fn sample(scrape: &str, metric: &str, labels: &[&str]) -> Option<f64> {
     })
 }
 
-fn scrape(addr: SocketAddr) -> String {
-    ureq::get(&format!("http://{addr}/metrics"))
-        .call()
-        .expect("scrape /metrics")
-        .body_mut()
-        .read_to_string()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_metrics_match_the_ledger_under_load() {
     let server = RedisServer::start();
@@ -117,7 +110,7 @@ async fn cli_metrics_match_the_ledger_under_load() {
         Duration::from_secs(10),
         "metrics to match the ledger",
         || {
-            last = scrape(addr);
+            last = scrape_metrics(addr);
             read(&last, "delayq_handled_total", &[topic, "outcome=\"ok\""]) == ok as f64
                 && read(&last, "delayq_handled_total", &[topic, "outcome=\"dead\""])
                     == counts.dead as f64
@@ -174,7 +167,7 @@ async fn cli_metrics_match_the_ledger_under_load() {
         Duration::from_secs(10),
         "stream metrics to match the ledger",
         || {
-            last = scrape(addr);
+            last = scrape_metrics(addr);
             read(
                 &last,
                 "delayq_handled_total",
@@ -207,7 +200,7 @@ async fn cli_metrics_match_the_ledger_under_load() {
 
     // The schedule: ticks written (at most a second's worth ahead of those run), their lag,
     // and the ticks' own handler outcomes under the schedule's topic.
-    let last = scrape(addr);
+    let last = scrape_metrics(addr);
     let ran = TICKS_RAN.load(Ordering::SeqCst) as f64;
     let sched = "schedule=\"metrics.tick\"";
     let produced = read(

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq_dev::{producer, RedisServer, Seen};
+use delayq_dev::{bucket_width, producer, RedisServer, Seen};
 use delayq_runtime::{
     delay_listener, Cancelled, Message, MessageId, Runtime, SendOptions, SendOutcome,
 };
@@ -14,16 +14,6 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
-/// Gives `topic` buckets of `ms` (before anything of it is stored).
-fn bucket_width(server: &RedisServer, topic: &str, ms: u64) {
-    let _: () = redis::cmd("HSET")
-        .arg(format!("delayq:{{{topic}}}:farinfo"))
-        .arg("width")
-        .arg(ms)
-        .query(&mut server.connection())
-        .unwrap();
 }
 
 /// (messages in the hot `delayed` set, messages in far buckets by the count, far bucket keys)

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use delayq_dev::{sleep_ms, BlackholeProxy, RedisServer};
+use delayq_dev::{redis_ms, sleep_ms, BlackholeProxy, RedisServer};
 use delayq_runtime::{delay_listener, Runtime};
 
 #[delay_listener(topic = "burst.jobs")]
@@ -14,11 +14,6 @@ async fn job(_msg: u8) {}
 const N: usize = 1_000;
 /// The time each reply takes from Redis to the runtime.
 const LATENCY: Duration = Duration::from_millis(5);
-
-fn redis_ms(server: &RedisServer) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
-    s * 1_000 + us / 1_000
-}
 
 /// `N` hourly schedules whose next tick is `at`, written by hand in pipelines (so that all
 /// fall due at the same instant).

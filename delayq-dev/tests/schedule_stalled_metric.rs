@@ -5,20 +5,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use delayq_dev::{free_port, producer, wait_until, RedisServer};
+use delayq_dev::{free_port, producer, redis_ms, scrape_metrics, wait_until, RedisServer};
 use delayq_runtime::{delay_listener, Runtime, Schedule};
 
 #[delay_listener(topic = "stall.other")]
 async fn other(_msg: u8) {}
-
-fn scrape(addr: SocketAddr) -> String {
-    ureq::get(&format!("http://{addr}/metrics"))
-        .call()
-        .expect("scrape /metrics")
-        .body_mut()
-        .read_to_string()
-        .unwrap()
-}
 
 fn stalled(scrape: &str, schedule: &str) -> Option<f64> {
     let prefix = format!("delayq_schedule_stalled{{schedule=\"{schedule}\"}} ");
@@ -35,11 +26,6 @@ fn set_next(server: &RedisServer, at_ms: u64) {
         .arg(at_ms)
         .query(&mut server.connection())
         .unwrap();
-}
-
-fn redis_ms(server: &RedisServer) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
-    s * 1_000 + us / 1_000
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,14 +55,14 @@ async fn a_schedule_nobody_produces_shows_as_stalled() {
         .unwrap();
     let mut last = String::new();
     wait_until(Duration::from_secs(10), "orphan reported stalled", || {
-        last = scrape(addr);
+        last = scrape_metrics(addr);
         stalled(&last, "orphan") == Some(1.0)
     })
     .await;
     assert_eq!(stalled(&last, "fine"), None, "{last}");
     set_next(&server, redis_ms(&server) + 60_000);
     wait_until(Duration::from_secs(10), "orphan no longer stalled", || {
-        stalled(&scrape(addr), "orphan") == Some(0.0)
+        stalled(&scrape_metrics(addr), "orphan") == Some(0.0)
     })
     .await;
     rt.shutdown().await.unwrap();

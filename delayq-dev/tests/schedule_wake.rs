@@ -109,50 +109,67 @@ async fn again_job(msg: delayq_runtime::Message<u8>) {
     AGAIN.push(ms(msg.due_at()));
 }
 
+/// Runs `topic`'s listener (which pushes each tick's due time to `seen`) in a runtime, upserts
+/// schedule `name` every `every` to it, and upserts it again unchanged in four rounds, each
+/// `settle` after a tick ran: what each answer said against the first tick due at or after it
+/// that then ran, for the rounds where they differ.
+async fn unchanged_upserts(
+    topic: &str,
+    name: &str,
+    seen: &'static Seen<u64>,
+    every: Duration,
+    settle: u64,
+) -> Vec<String> {
+    let server = RedisServer::start();
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics([topic])
+        .spawn()
+        .await
+        .unwrap();
+    let p = rt.producer();
+    let schedule = || Schedule::every(every).unwrap();
+    p.upsert_schedule(name, schedule(), topic, &0u8)
+        .await
+        .unwrap();
+    seen.wait_for(3, Duration::from_secs(10)).await;
+    let mut wrong = Vec::new();
+    for round in 0..4 {
+        // Between two ticks: the next ones are written, ahead of their time.
+        sleep_ms(settle).await;
+        let asked = now_ms();
+        let info = p
+            .upsert_schedule(name, schedule(), topic, &0u8)
+            .await
+            .unwrap();
+        let answered = ms(info.next_at.unwrap());
+        // A tick due at or after the question has run; then one interval more, for an
+        // earlier one still on its way.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !seen.all().iter().any(|due| *due >= asked) && std::time::Instant::now() < deadline {
+            sleep_ms(10).await;
+        }
+        sleep_ms(every.as_millis() as u64).await;
+        let next_ran = seen.all().into_iter().filter(|due| *due >= asked).min();
+        if next_ran != Some(answered) {
+            wrong.push(format!(
+                "round {round}: answered +{} ms, the next tick ran for {:?}",
+                answered as i64 - asked as i64,
+                next_ran.map(|n| n as i64 - asked as i64)
+            ));
+        }
+    }
+    rt.shutdown().await.unwrap();
+    wrong
+}
+
 /// Upserted again unchanged while a runtime runs it, a schedule keeps its grid, and the
 /// answer names the first tick that will run: the one the runtime already wrote, about a
 /// second ahead of its time, not the record's `next` after it (which the answer named before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_upsert_answers_the_tick_already_written_ahead() {
-    let server = RedisServer::start();
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics(["iso.again"])
-        .spawn()
-        .await
-        .unwrap();
-    let p = rt.producer();
-    let every = || Schedule::every(Duration::from_secs(1)).unwrap();
-    p.upsert_schedule("again", every(), "iso.again", &0u8)
-        .await
-        .unwrap();
-    AGAIN.wait_for(1, Duration::from_secs(10)).await;
-    let mut wrong = Vec::new();
-    for round in 0..4 {
-        // Between two ticks: the next one is written, ahead of its time.
-        sleep_ms(300).await;
-        let asked = now_ms();
-        let seen = AGAIN.len();
-        let info = p
-            .upsert_schedule("again", every(), "iso.again", &0u8)
-            .await
-            .unwrap();
-        let answered = ms(info.next_at.unwrap());
-        let next_ran = loop {
-            let all = AGAIN.wait_for(seen + 1, Duration::from_secs(10)).await;
-            if let Some(due) = all.iter().copied().filter(|due| *due >= asked).min() {
-                break due;
-            }
-            sleep_ms(10).await;
-        };
-        if next_ran != answered {
-            wrong.push(format!(
-                "round {round}: answered {answered}, the next tick ran for {next_ran}"
-            ));
-        }
-    }
+    let wrong = unchanged_upserts("iso.again", "again", &AGAIN, Duration::from_secs(1), 300).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    rt.shutdown().await.unwrap();
 }
 
 /// The due time (ms) of each tick of `iso.fast`.
@@ -167,39 +184,7 @@ async fn fast_job(msg: delayq_runtime::Message<u8>) {
 /// wait, and the answer is the earliest of them (the review found the latest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_upsert_of_a_fast_schedule_answers_the_earliest_tick_written_ahead() {
-    let server = RedisServer::start();
-    let rt = Runtime::builder()
-        .redis_url(server.url())
-        .topics(["iso.fast"])
-        .spawn()
-        .await
-        .unwrap();
-    let p = rt.producer();
-    let every = || Schedule::every(Duration::from_millis(200)).unwrap();
-    p.upsert_schedule("fast", every(), "iso.fast", &0u8)
-        .await
-        .unwrap();
-    FAST.wait_for(3, Duration::from_secs(10)).await;
-    let mut wrong = Vec::new();
-    for round in 0..4 {
-        sleep_ms(130).await;
-        let asked = now_ms();
-        let info = p
-            .upsert_schedule("fast", every(), "iso.fast", &0u8)
-            .await
-            .unwrap();
-        let answered = ms(info.next_at.unwrap());
-        // Past the answer: the first tick due at or after the question.
-        sleep_ms(1200).await;
-        let next_ran = FAST.all().into_iter().filter(|due| *due >= asked).min();
-        if next_ran != Some(answered) {
-            wrong.push(format!(
-                "round {round}: answered +{} ms, the next tick ran for {:?}",
-                answered as i64 - asked as i64,
-                next_ran.map(|n| n as i64 - asked as i64)
-            ));
-        }
-    }
-    rt.shutdown().await.unwrap();
+    let every = Duration::from_millis(200);
+    let wrong = unchanged_upserts("iso.fast", "fast", &FAST, every, 130).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -28,24 +28,14 @@ fn dashboard(url: &str, extra: &[&str], token: Option<&str>) -> Service {
 
 /// One request as written: the status and the body as JSON (`null` when it is not).
 fn http(base: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
-    use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        req.push_str(&format!("{name}: {value}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    let status = reply.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = reply.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let mut all = vec![("Host", addr), ("Content-Type", "application/json")];
+    all.extend_from_slice(headers);
+    let reply = crate::dashboard_kit::raw(addr, "POST", path, &all, body);
+    (
+        reply.status,
+        serde_json::from_str(&reply.body).unwrap_or(Value::Null),
+    )
 }
 
 /// `n` dead letters `d-0`… on `topic`.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use delayq_core::{Error, SendOptions};
 use delayq_dev::RedisServer;
-use delayq_dev::{keys, producer};
+use delayq_dev::{keys, plant_due, producer};
 
 #[tokio::test]
 async fn invalid_topics_are_rejected_before_anything_is_written() {
@@ -109,8 +109,8 @@ async fn a_corrupt_envelope_goes_to_the_dead_letters_and_does_not_block_the_topi
     let server = RedisServer::start();
     let p = producer(&server).await;
     let q = delayq_core::protocol::queue(&p, "t").unwrap();
-    plant_due(&server, "bad", Some("not an envelope"));
-    plant_due(&server, "orphan", None);
+    plant_due(&server, "t", "bad", Some("not an envelope"));
+    plant_due(&server, "t", "orphan", None);
     let good = p.send("t", &"fine", Duration::ZERO).await.unwrap();
 
     let batch = q.claim_due(10, Duration::from_secs(30)).await.unwrap();
@@ -257,6 +257,7 @@ async fn an_envelope_whose_lengths_overflow_is_undeliverable_not_a_panic() {
     let q = delayq_core::protocol::queue(&p, "t").unwrap();
     plant_due(
         &server,
+        "t",
         "huge",
         Some("1 0 0 0 0 0 18446744073709551615 1\nab"),
     );
@@ -271,25 +272,4 @@ async fn an_envelope_whose_lengths_overflow_is_undeliverable_not_a_panic() {
     assert!(why.contains("exceed"), "{why}");
     let counts = p.counts("t").await.unwrap();
     assert_eq!((counts.inflight, counts.dead), (1, 1), "{counts:?}");
-}
-
-/// Writes by hand, as an operator's edit would, a due id `id` of topic `t` with `raw` as its
-/// stored envelope (none: an id whose envelope is missing).
-fn plant_due(server: &RedisServer, id: &str, raw: Option<&str>) {
-    let k = keys("t");
-    let mut c = server.connection();
-    if let Some(raw) = raw {
-        redis::cmd("HSET")
-            .arg(&k.msg)
-            .arg(id)
-            .arg(raw)
-            .query::<()>(&mut c)
-            .unwrap();
-    }
-    redis::cmd("ZADD")
-        .arg(&k.delayed)
-        .arg(0)
-        .arg(id)
-        .query::<()>(&mut c)
-        .unwrap();
 }

@@ -9,28 +9,9 @@ use std::time::Duration;
 
 use delayq_core::protocol::{queue, Flow, TopicKeys, TopicQueue};
 use delayq_core::{Priority, SendOptions};
-use delayq_dev::{producer, sleep_ms, RedisServer};
+use delayq_dev::{bucket_width, farinfo_number, plant_due, producer, redis_ms, sleep_ms, RedisServer};
 
 const LEASE: Duration = Duration::from_secs(60);
-
-/// Gives `topic` far buckets of `ms` (before anything of it is stored).
-fn bucket_width(server: &RedisServer, topic: &str, ms: u64) {
-    redis::cmd("HSET")
-        .arg(TopicKeys::new("delayq", topic).unwrap().farinfo)
-        .arg("width")
-        .arg(ms)
-        .query::<()>(&mut server.connection())
-        .unwrap();
-}
-
-fn far_count(server: &RedisServer, topic: &str) -> u64 {
-    let n: Option<u64> = redis::cmd("HGET")
-        .arg(TopicKeys::new("delayq", topic).unwrap().farinfo)
-        .arg("count")
-        .query(&mut server.connection())
-        .unwrap();
-    n.unwrap_or(0)
-}
 
 /// Claims `max` a call until `n` messages were claimed (or 2,000 calls): (payload, due ms) of
 /// each, in claim order.
@@ -67,7 +48,7 @@ async fn after_claims_stopped_due_far_messages_keep_priority_and_due_order() {
         .priority(Priority::High)
         .delay(Duration::from_millis(5200));
     p.send_with(t, &"high".to_string(), high).await.unwrap();
-    assert_eq!(far_count(&server, t), 3001, "all wait in far buckets");
+    assert_eq!(farinfo_number(&server, t, "count"), 3001, "all wait in far buckets");
     // Nothing claims until every message is due.
     sleep_ms(5600).await;
     let q = queue(&p, t).unwrap();
@@ -100,7 +81,7 @@ async fn a_large_overdue_bucket_is_claimed_in_due_order() {
         .unwrap();
     let far = (0..5000u64).map(|i| (format!("f{i:04}"), Duration::from_millis(3000 + i / 5)));
     p.send_batch(t, far).await.unwrap();
-    assert_eq!(far_count(&server, t), 5000);
+    assert_eq!(farinfo_number(&server, t, "count"), 5000);
     sleep_ms(4600).await;
     let q = queue(&p, t).unwrap();
     let first = q.claim_due(1, LEASE).await.unwrap();
@@ -115,33 +96,6 @@ async fn a_large_overdue_bucket_is_claimed_in_due_order() {
             pair[1]
         );
     }
-}
-
-/// Writes by hand a due message `id` of topic `t` with `raw` as its stored envelope.
-fn plant_due(server: &RedisServer, t: &str, id: &str, raw: &str) {
-    let k = TopicKeys::new("delayq", t).unwrap();
-    let mut c = server.connection();
-    redis::cmd("HSET")
-        .arg(&k.msg)
-        .arg(id)
-        .arg(raw)
-        .query::<()>(&mut c)
-        .unwrap();
-    redis::cmd("ZADD")
-        .arg(&k.delayed)
-        .arg(0)
-        .arg(id)
-        .query::<()>(&mut c)
-        .unwrap();
-}
-
-fn dead_dropped(server: &RedisServer, t: &str) -> u64 {
-    let n: Option<u64> = redis::cmd("HGET")
-        .arg(TopicKeys::new("delayq", t).unwrap().farinfo)
-        .arg("dead_dropped")
-        .query(&mut server.connection())
-        .unwrap();
-    n.unwrap_or(0)
 }
 
 /// A claimed message that is not an envelope (moved to the dead letters by the claim) and one
@@ -163,7 +117,7 @@ async fn deaths_at_the_claim_keep_to_the_dead_letter_bound() {
     ] {
         let q = queue(&p, t).unwrap().with_flow(flow);
         for i in 0..5 {
-            plant_due(&server, t, &format!("bad-{i}"), raw);
+            plant_due(&server, t, &format!("bad-{i}"), Some(raw));
         }
         let mut undeliverable = 0;
         for _ in 0..5 {
@@ -173,10 +127,26 @@ async fn deaths_at_the_claim_keep_to_the_dead_letter_bound() {
         assert_eq!(undeliverable, 5, "{t}");
         let dead = p.counts(t).await.unwrap().dead;
         assert_eq!(dead, 2, "{t}: dead letters past dead_max = 2");
-        assert_eq!(dead_dropped(&server, t), 3, "{t}: the drops counted");
+        assert_eq!(farinfo_number(&server, t, "dead_dropped"), 3, "{t}: the drops counted");
         assert_eq!(q.take_dead_dropped(), 3, "{t}: the drops reported");
         assert_eq!(p.topic_stats(t).await.unwrap().dead_dropped, 3, "{t}");
     }
+}
+
+/// Runs (payload, due ms) that start with the high message, then the normal ones `n0000`,
+/// `n0001`, ... (sent two a millisecond) in due order: the first 48 of them are the earliest 48.
+fn high_then_earliest_normal(runs: &[(String, u64)]) {
+    assert_eq!(runs[0].0, "high", "{:?}", &runs[..5]);
+    assert!(
+        runs[1..].windows(2).all(|w| w[0].1 <= w[1].1),
+        "normal ones out of due order: {:?}",
+        &runs[1..10]
+    );
+    // The earliest due of all: n0000 .. n0047 (two a millisecond, so whole pairs).
+    let mut first: Vec<&str> = runs[1..49].iter().map(|r| r.0.as_str()).collect();
+    first.sort();
+    let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
+    assert_eq!(first, earliest, "not the earliest due normal ones");
 }
 
 /// (payload, due ms) of each run.
@@ -208,17 +178,7 @@ async fn a_resumed_topic_runs_its_overdue_far_messages_by_priority_then_due_time
     p.resume(t).await.unwrap();
     let runs = RESUMED.wait_for(50, Duration::from_secs(20)).await;
     rt.shutdown().await.unwrap();
-    assert_eq!(runs[0].0, "high", "{:?}", &runs[..5]);
-    assert!(
-        runs[1..].windows(2).all(|w| w[0].1 <= w[1].1),
-        "normal ones out of due order: {:?}",
-        &runs[1..10]
-    );
-    // The earliest due of all: n0000 .. n0047 (two a millisecond, so whole pairs).
-    let mut first: Vec<&str> = runs[1..49].iter().map(|r| r.0.as_str()).collect();
-    first.sort();
-    let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
-    assert_eq!(first, earliest, "not the earliest due normal ones");
+    high_then_earliest_normal(&runs);
 }
 
 // --- From the review of the hold: an outage's many buckets, an undeclarable member, the
@@ -236,13 +196,6 @@ fn base36(mut n: u64) -> String {
     }
     out.reverse();
     String::from_utf8(out).unwrap()
-}
-
-fn redis_ms(server: &RedisServer) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME")
-        .query(&mut server.connection())
-        .unwrap();
-    s * 1_000 + us / 1_000
 }
 
 /// `n` far buckets of a minute, one fresh message each, ten buckets apart, the last an hour
@@ -297,7 +250,7 @@ async fn an_outages_overdue_buckets_are_promoted_a_hundred_a_call() {
     assert_eq!(first, "high");
     // 3,000 buckets, 100 a call, the first call declaring none of them; ready moved after.
     assert!(calls <= 34, "the first claim after {calls} calls");
-    assert_eq!(far_count(&server, t), 0);
+    assert_eq!(farinfo_number(&server, t, "count"), 0);
 }
 
 /// A `far` member no client can declare (a negative bucket number, by hand) is never
@@ -330,13 +283,8 @@ async fn an_undeclarable_far_member_holds_up_no_claim() {
 async fn drop_metric_handler(_msg: String) {}
 
 fn dropped_metric(addr: std::net::SocketAddr) -> f64 {
-    let text = ureq::get(&format!("http://{addr}/metrics"))
-        .call()
-        .expect("scrape /metrics")
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    text.lines()
+    delayq_dev::scrape_metrics(addr)
+        .lines()
         .filter(|l| l.starts_with("delayq_dead_dropped_total"))
         .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
         .sum()
@@ -417,9 +365,6 @@ async fn after_every_slot_was_busy_overdue_far_messages_keep_priority_and_due_or
     p.send_with(t, &"high".to_string(), high).await.unwrap();
     let runs = BUSY.wait_for(51, Duration::from_secs(30)).await;
     rt.shutdown().await.unwrap();
-    assert_eq!(runs[1].0, "high", "{:?}", &runs[..5]);
-    let mut first: Vec<&str> = runs[2..50].iter().map(|r| r.0.as_str()).collect();
-    first.sort();
-    let earliest: Vec<String> = (0..48).map(|i| format!("n{i:04}")).collect();
-    assert_eq!(first, earliest, "not the earliest due normal ones");
+    assert_eq!(runs[0].0, "block");
+    high_then_earliest_normal(&runs[1..]);
 }
