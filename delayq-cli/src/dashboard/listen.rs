@@ -133,6 +133,10 @@ pub(super) async fn serve(listener: TcpListener, app: Router, stop: Cancellation
             }
             held.lock().unwrap_or_else(|p| p.into_inner()).release(id);
         });
+        // The connection just spawned reads its request before the next one is admitted: a
+        // flood that keeps connecting must not push out, as the oldest idle one, a probe
+        // whose request has arrived but was not read yet.
+        tokio::task::yield_now().await;
     }
 }
 
