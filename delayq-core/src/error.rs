@@ -208,6 +208,27 @@ pub enum Error {
         /// This build's.
         expected: u32,
     },
+    /// `send_and_wait` did not get a value: the message ended otherwise, or had not ended
+    /// when the timeout passed.
+    #[error("message {id:?} of topic {topic:?} did not finish with a value: {outcome}")]
+    NotDone {
+        /// The topic.
+        topic: String,
+        /// The message id.
+        id: String,
+        /// How it stands.
+        outcome: crate::delay::Unfinished,
+    },
+    /// A kept result does not decode into the type asked for.
+    #[error("the result of message {id:?} of topic {topic:?} {reason}")]
+    ResultDecode {
+        /// The topic.
+        topic: String,
+        /// The message id.
+        id: String,
+        /// Why (the decoding error).
+        reason: String,
+    },
     /// Redis answered with something delayq's scripts never return.
     #[error("unexpected reply from Redis to {command}: {detail}")]
     UnexpectedReply {

@@ -47,8 +47,9 @@ mod trace;
 
 pub use connection::MIN_REDIS_VERSION;
 pub use delay::{
-    Cancelled, DeadLetter, FoundMessage, Outcomes, PendingMessage, Place, Priority, SendOptions,
-    SendOutcome, TopicCounts, TopicStats, DEFAULT_REPLICA_TIMEOUT, MAX_KEY_LEN,
+    Cancelled, DeadLetter, FoundMessage, Outcome, Outcomes, PendingMessage, Place, Priority,
+    SendOptions, SendOutcome, TopicCounts, TopicStats, Unfinished, DEFAULT_REPLICA_TIMEOUT,
+    MAX_KEY_LEN,
 };
 pub use env::{UrlOrigin, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 pub use error::{AckError, Error, Result};

@@ -58,6 +58,9 @@ pub struct Producer {
     pub(crate) layout_checked: Arc<tokio::sync::OnceCell<()>>,
     /// Sends that wait for replicas write and wait here (see replicated.rs).
     pub(crate) replicated: Arc<Replicated>,
+    /// The waits of this producer and its clones (see `delay/results/hub.rs`), made with
+    /// the first.
+    pub(crate) waits: Arc<std::sync::OnceLock<crate::delay::Hub>>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -78,6 +81,7 @@ impl Producer {
             registered: Catalog::default(),
             layout_checked: Arc::default(),
             replicated: Arc::new(Replicated::new(conn.clone())),
+            waits: Arc::default(),
             conn,
         }
     }

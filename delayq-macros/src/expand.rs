@@ -72,6 +72,7 @@ pub(crate) fn listener_options(
     let rate = rate_tokens(flow.rate);
     let rate_per_key = rate_tokens(flow.rate_per_key);
     let (dead_max, dead_ttl_ms) = (flow.dead_max, flow.dead_ttl_ms);
+    let (result_ttl_ms, results_max) = (flow.result_ttl_ms, flow.results_max);
     let concurrency = handling.concurrency;
     let backoff = backoff(&handling.backoff);
     let timeout = match handling.timeout_ms {
@@ -90,6 +91,8 @@ pub(crate) fn listener_options(
                 rate_per_key: #rate_per_key,
                 dead_max: #dead_max,
                 dead_ttl_ms: #dead_ttl_ms,
+                result_ttl_ms: #result_ttl_ms,
+                results_max: #results_max,
             },
         }
     }

@@ -8,7 +8,9 @@ pub(crate) use delayq_spec::Flow;
 
 /// `rate`, `burst`, `rate_per_key`, `dead_max` and `dead_ttl` of a `#[delay_listener]`.
 pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
-    use delayq_spec::defaults::{MAX_DEAD_MAX, MIN_DEAD_TTL_MS};
+    use delayq_spec::defaults::{
+        MAX_DEAD_MAX, MAX_RESULTS_MAX, MIN_DEAD_TTL_MS, MIN_RESULT_TTL_MS,
+    };
     let mut rate = match args.str("rate") {
         Some(lit) => {
             Some(delayq_spec::Rate::parse(&lit.value()).map_err(|e| refused(lit.span(), &e))?)
@@ -49,6 +51,21 @@ pub(crate) fn flow(args: &Args) -> syn::Result<Flow> {
                 format!(
                     "dead_ttl must be at least {}",
                     delayq_spec::duration::format_ms(MIN_DEAD_TTL_MS)
+                ),
+            ));
+        }
+    }
+    if let Some(lit) = args.int("results_max") {
+        flow.results_max = bounded(lit, "results_max", MAX_RESULTS_MAX)?;
+    }
+    if let Some(lit) = args.str("result_ttl") {
+        flow.result_ttl_ms = duration(lit, "result_ttl")?;
+        if flow.result_ttl_ms < MIN_RESULT_TTL_MS {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "result_ttl must be at least {}",
+                    delayq_spec::duration::format_ms(MIN_RESULT_TTL_MS)
                 ),
             ));
         }

@@ -131,6 +131,8 @@ pub(crate) const DELAY_OPTIONS: &[Spec] = &[
     string("rate_per_key"),
     int("dead_max"),
     string("dead_ttl"),
+    string("result_ttl"),
+    int("results_max"),
 ];
 
 pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {

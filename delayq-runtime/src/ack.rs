@@ -18,6 +18,7 @@ trait Held: Send + Sync + 'static {
     fn id(&self) -> &str;
     fn attempt(&self) -> u32;
     fn ack(&self) -> Settling<'_>;
+    fn ack_keeping<'a>(&'a self, value: &'a [u8]) -> Settling<'a>;
     fn nack<'a>(&'a self, error: &'a str, dead_reason: Option<&'a str>) -> Settling<'a>;
     fn extend(&self, by: Duration) -> Settling<'_>;
     fn retry_after<'a>(&'a self, after: Duration, note: &'a str) -> Settling<'a>;
@@ -38,6 +39,10 @@ impl<S: Settle> Held for S {
 
     fn nack<'a>(&'a self, error: &'a str, dead_reason: Option<&'a str>) -> Settling<'a> {
         Box::pin(Settle::nack(self, error, dead_reason))
+    }
+
+    fn ack_keeping<'a>(&'a self, value: &'a [u8]) -> Settling<'a> {
+        Box::pin(Settle::ack_keeping(self, value))
     }
 
     fn extend(&self, by: Duration) -> Settling<'_> {
@@ -84,6 +89,18 @@ impl Ack {
     /// delivered again); [`AckError::Failed`] when Redis does not answer.
     pub async fn ack(&self) -> Result<(), AckError> {
         self.held.ack().await
+    }
+
+    /// Done, keeping `value` as the message's result for the listener's `result_ttl` (what
+    /// `Producer::result` and `Producer::wait` answer), in the same step as the ack. A stream
+    /// entry keeps no result: it is acked, and the value is dropped.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack); [`AckError::Failed`] with `Error::Encode` when `value` does not
+    /// encode as JSON (nothing is changed).
+    pub async fn ack_with<T: serde::Serialize + ?Sized>(&self, value: &T) -> Result<(), AckError> {
+        let json = serde_json::to_vec(value).map_err(delayq_core::Error::from)?;
+        self.held.ack_keeping(&json).await
     }
 
     /// Failed: retry after the listener's backoff, or dead-letter it when this was its last

@@ -1,11 +1,12 @@
 //! The handler traits. As in axum, the compiler picks how to call a listener from its type:
 //! `Fn(P) -> Fut` is auto ack, `Fn(P, Ack) -> Fut` is manual ack, where `P` is a payload type
 //! `T: DeserializeOwned`, or `Message<T>` for a topic and `StreamMessage<T>` for a stream, and
-//! `Fut` yields `()` or `Result<(), E: Display>`. Delay and stream listeners share all of it:
+//! `Fut` yields `()` or `Result<T, E: Display>` with `T: Serialize` (a value other than `()`
+//! is kept as the message's result, see `results` in delayq-core). Delay and stream listeners share all of it:
 //! they differ only in what they are called with (`D`: a `TopicDelivery` or `StreamDelivery`).
 //! The mode is a type too ([`AckMode`]), and it alone decides what happens after a run.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt::Display;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -14,14 +15,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::ack::Ack;
 
 /// A handler run, boxed: resolves to `Err(text)` when the handler reported a failure.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
 
-/// A listener's run, boxed: resolves to the failure the handler reported, if any.
-pub type RunFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'static>>;
+/// A listener's run, boxed: resolves to the value to keep (JSON; `None` for a handler that
+/// returns none) or the failure the handler reported.
+pub type RunFuture = Pin<Box<dyn Future<Output = Result<Kept, Failure>> + Send + 'static>>;
+
+/// The value a run returned, encoded as JSON, to keep as the message's result; `None` when
+/// the handler returns none (`()` or `Result<(), E>`).
+pub type Kept = Option<Vec<u8>>;
 
 /// How a listener's run failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,16 +125,26 @@ impl<T: DeserializeOwned + Send + 'static, D: Inbound> Decode<ViaPayload, D> for
     }
 }
 
-/// What a listener may return: `()` or `Result<(), E>` with `E: Display`.
+/// What a listener may return: `()` or `Result<T, E>` with `T: Serialize` and `E: Display`.
 #[diagnostic::on_unimplemented(
-    message = "a #[delay_listener] must return `()` or `Result<(), E>` with `E: Display`, not `{Self}`"
+    message = "a #[delay_listener] must return `()` or `Result<T, E>` with `T: Serialize` and `E: Display`, not `{Self}`"
 )]
 pub trait ListenerReturn: Send + 'static {
-    /// The failure, if any: its text is kept as the message's last error.
+    /// The value to keep (JSON; `None` for none), or the failure: its text is kept as the
+    /// message's last error.
     ///
     /// # Errors
-    /// The handler's error: a [`RetryAfter`] comes back as [`Failure::Later`].
-    fn into_failure(self) -> Result<(), Failure>;
+    /// The handler's error: a [`RetryAfter`] comes back as [`Failure::Later`]; a value that
+    /// does not encode as JSON is a failure too.
+    fn into_failure(self) -> Result<Kept, Failure>;
+
+    /// Whether a run of this type keeps a value (`Result<T, E>` with `T` other than `()`).
+    fn keeps() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 
     /// `Err(text)` for a failure (a leader task's run).
     ///
@@ -137,24 +154,35 @@ pub trait ListenerReturn: Send + 'static {
     where
         Self: Sized,
     {
-        self.into_failure().map_err(|f| match f {
+        self.into_failure().map(|_| ()).map_err(|f| match f {
             Failure::Error(text) | Failure::Later(_, text) => text,
         })
     }
 }
 
 impl ListenerReturn for () {
-    fn into_failure(self) -> Result<(), Failure> {
-        Ok(())
+    fn into_failure(self) -> Result<Kept, Failure> {
+        Ok(None)
     }
 }
 
-impl<E: Display + Send + 'static> ListenerReturn for Result<(), E> {
-    fn into_failure(self) -> Result<(), Failure> {
-        self.map_err(|e| match retry_after_in(&e) {
-            Some(after) => Failure::Later(after, e.to_string()),
-            None => Failure::Error(e.to_string()),
-        })
+impl<T: Serialize + Send + 'static, E: Display + Send + 'static> ListenerReturn for Result<T, E> {
+    fn into_failure(self) -> Result<Kept, Failure> {
+        match self {
+            // `()` keeps nothing and costs nothing (no JSON made).
+            Ok(_) if !Self::keeps() => Ok(None),
+            Ok(value) => serde_json::to_vec(&value).map(Some).map_err(|e| {
+                Failure::Error(format!("the handler's value does not encode as JSON: {e}"))
+            }),
+            Err(e) => Err(match retry_after_in(&e) {
+                Some(after) => Failure::Later(after, e.to_string()),
+                None => Failure::Error(e.to_string()),
+            }),
+        }
+    }
+
+    fn keeps() -> bool {
+        TypeId::of::<T>() != TypeId::of::<()>()
     }
 }
 
@@ -163,6 +191,8 @@ impl<E: Display + Send + 'static> ListenerReturn for Result<(), E> {
 pub enum AfterRun {
     /// Ack the message.
     Ack,
+    /// Ack the message, keeping this value (JSON) as its result.
+    AckKeeping(Vec<u8>),
     /// Retry it after the backoff (or dead-letter it on its last attempt), keeping the error.
     Retry(String),
     /// Back after the delay without using an attempt, keeping the text.
@@ -176,7 +206,7 @@ pub trait AckMode: 'static {
     /// The mode's name, for logs.
     const NAME: &'static str;
     /// What to do once a run returned `result` (and did not settle the message itself).
-    fn after_run(result: Result<(), Failure>) -> AfterRun;
+    fn after_run(result: Result<Kept, Failure>) -> AfterRun;
 }
 
 /// What a failed run leads to, in either mode.
@@ -194,9 +224,10 @@ pub enum Manual {}
 
 impl AckMode for Auto {
     const NAME: &'static str = "auto";
-    fn after_run(result: Result<(), Failure>) -> AfterRun {
+    fn after_run(result: Result<Kept, Failure>) -> AfterRun {
         match result {
-            Ok(()) => AfterRun::Ack,
+            Ok(None) => AfterRun::Ack,
+            Ok(Some(value)) => AfterRun::AckKeeping(value),
             Err(failure) => failed(failure),
         }
     }
@@ -204,9 +235,10 @@ impl AckMode for Auto {
 
 impl AckMode for Manual {
     const NAME: &'static str = "manual";
-    fn after_run(result: Result<(), Failure>) -> AfterRun {
+    // A value returned by a manual handler is not kept: `ack.ack_with(&value)` keeps one.
+    fn after_run(result: Result<Kept, Failure>) -> AfterRun {
         match result {
-            Ok(()) => AfterRun::AwaitAck,
+            Ok(_) => AfterRun::AwaitAck,
             Err(failure) => failed(failure),
         }
     }
@@ -221,11 +253,13 @@ pub struct ManualAck<M, P>(PhantomData<fn() -> (M, P)>);
 /// Implemented for every accepted shape; `Args` is a marker the compiler infers.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a valid listener handler",
-    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize, or Message<T> (#[delay_listener]) or StreamMessage<T> (#[stream_listener]), and R is () or Result<(), E: Display>; its future must be Send"
+    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize, or Message<T> (#[delay_listener]) or StreamMessage<T> (#[stream_listener]), and R is () or Result<T: Serialize, E: Display>; its future must be Send"
 )]
 pub trait Handler<D, Args>: Send + Sync + 'static {
     /// How this handler's messages are settled.
     type Mode: AckMode;
+    /// Whether its runs keep a value ([`ListenerReturn::keeps`]).
+    fn keeps(&self) -> bool;
     /// Decodes the delivery and starts the handler; `Err` is a decode failure.
     ///
     /// # Errors
@@ -242,6 +276,10 @@ where
 {
     type Mode = Auto;
 
+    fn keeps(&self) -> bool {
+        <Fut::Output as ListenerReturn>::keeps()
+    }
+
     fn call(&self, inbound: &D, _ack: Ack) -> Result<RunFuture, String> {
         let fut = self(P::decode(inbound)?);
         Ok(Box::pin(async move { fut.await.into_failure() }))
@@ -257,6 +295,10 @@ where
 {
     type Mode = Manual;
 
+    fn keeps(&self) -> bool {
+        <Fut::Output as ListenerReturn>::keeps()
+    }
+
     fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String> {
         let fut = self(P::decode(inbound)?, ack);
         Ok(Box::pin(async move { fut.await.into_failure() }))
@@ -268,7 +310,9 @@ pub trait ErasedHandler<D>: Send + Sync + 'static {
     /// The ack mode's name, for logs.
     fn mode(&self) -> &'static str;
     /// See [`AckMode::after_run`].
-    fn after_run(&self, result: Result<(), Failure>) -> AfterRun;
+    fn after_run(&self, result: Result<Kept, Failure>) -> AfterRun;
+    /// See [`Handler::keeps`].
+    fn keeps(&self) -> bool;
     /// See [`Handler::call`].
     fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String>;
 }
@@ -280,8 +324,12 @@ impl<D, F: Handler<D, Args>, Args: 'static> ErasedHandler<D> for Erased<F, Args>
         <F::Mode as AckMode>::NAME
     }
 
-    fn after_run(&self, result: Result<(), Failure>) -> AfterRun {
+    fn after_run(&self, result: Result<Kept, Failure>) -> AfterRun {
         <F::Mode as AckMode>::after_run(result)
+    }
+
+    fn keeps(&self) -> bool {
+        self.0.keeps()
     }
 
     fn call(&self, inbound: &D, ack: Ack) -> Result<RunFuture, String> {

@@ -23,6 +23,12 @@ pub(crate) trait Settle: Send + Sync + 'static {
     fn ack_after_run(&self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.ack()
     }
+    /// Done, keeping `value` (JSON) as the message's result. A stream entry keeps no result:
+    /// it is acked, and the value is dropped.
+    fn ack_keeping(&self, value: &[u8]) -> impl Future<Output = Result<(), AckError>> + Send {
+        let _ = value;
+        self.ack()
+    }
     /// Failed with `error`: retry after the backoff, or dead-letter it when its attempts are
     /// used up (or at once, when `dead_reason` is given).
     fn nack(

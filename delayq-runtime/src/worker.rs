@@ -13,7 +13,7 @@ use delayq_core::AckError;
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{AfterRun, Failure, RunFuture};
+use crate::handler::{AfterRun, Failure, Kept, RunFuture};
 use crate::health::{Health, RetryDelay};
 use crate::meter::Meter;
 use crate::settle::Settle;
@@ -119,7 +119,7 @@ pub(crate) async fn drive<L: Settle>(
     ctx: &RunContext<'_>,
     claim: Arc<L>,
     started: Result<RunFuture, String>,
-    after_run: impl Fn(Result<(), Failure>) -> AfterRun,
+    after_run: impl Fn(Result<Kept, Failure>) -> AfterRun,
 ) {
     let future = match started {
         Ok(f) => f,
@@ -173,6 +173,9 @@ pub(crate) async fn drive<L: Settle>(
     }
     match after_run(result) {
         AfterRun::Ack => Box::pin(settle(ctx, "ack", || claim.ack_after_run())).await,
+        AfterRun::AckKeeping(value) => {
+            Box::pin(settle(ctx, "ack", || claim.ack_keeping(&value))).await;
+        }
         // Its timeout was logged when it was stopped.
         AfterRun::Retry(error) if stopped => {
             Box::pin(settle(ctx, "retry", || claim.timed_out(&error))).await;
@@ -219,7 +222,7 @@ async fn wait<L: Settle, H>(
     (start, deadline): (tokio::time::Instant, Option<tokio::time::Instant>),
 ) -> Option<(H::Output, bool)>
 where
-    H: Future<Output = std::thread::Result<Result<(), Failure>>> + Unpin,
+    H: Future<Output = std::thread::Result<Result<Kept, Failure>>> + Unpin,
 {
     let ack_timeout = ctx.claim_len;
     let renew_every = ack_timeout / 3;

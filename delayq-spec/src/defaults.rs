@@ -29,6 +29,14 @@ pub const MAX_DEAD_MAX: u32 = 100_000_000;
 pub const DEAD_TTL_MS: u64 = 30 * 24 * 3_600_000;
 /// The shortest `dead_ttl` (ms).
 pub const MIN_DEAD_TTL_MS: u64 = 1_000;
+/// How long a handler's result is kept (`result_ttl`, ms): 24 hours.
+pub const RESULT_TTL_MS: u64 = 24 * 3_600_000;
+/// The shortest `result_ttl` (ms).
+pub const MIN_RESULT_TTL_MS: u64 = 1_000;
+/// Results a topic keeps at most (`results_max`): past it the oldest are dropped.
+pub const RESULTS_MAX: u32 = 100_000;
+/// The most `results_max` may be.
+pub const MAX_RESULTS_MAX: u32 = 100_000_000;
 /// `backoff`: `exp(1s, 10m)`.
 pub const BACKOFF: crate::Backoff = crate::Backoff::Exponential {
     base_ms: 1_000,

@@ -2,7 +2,7 @@
 //! all take it: the rate limit its claims keep to, and how many dead letters it keeps, for how
 //! long.
 
-use crate::defaults::{DEAD_MAX, DEAD_TTL_MS};
+use crate::defaults::{DEAD_MAX, DEAD_TTL_MS, RESULTS_MAX, RESULT_TTL_MS};
 use crate::Rate;
 
 /// Flow control of one topic, passed by the consumer with each claim and each settle (every
@@ -19,6 +19,10 @@ pub struct Flow {
     pub dead_max: u32,
     /// How long a dead letter is kept (ms).
     pub dead_ttl_ms: u64,
+    /// How long a handler's result (or a cancelled outcome) is kept (ms): `result_ttl`.
+    pub result_ttl_ms: u64,
+    /// Results kept at most: past it the oldest are dropped (`results_max`).
+    pub results_max: u32,
 }
 
 impl Default for Flow {
@@ -28,6 +32,8 @@ impl Default for Flow {
             rate_per_key: None,
             dead_max: DEAD_MAX,
             dead_ttl_ms: DEAD_TTL_MS,
+            result_ttl_ms: RESULT_TTL_MS,
+            results_max: RESULTS_MAX,
         }
     }
 }

@@ -102,6 +102,13 @@ const DEAD_TTL: ValueKind = ValueKind::Duration {
 const DEAD_MAX: ValueKind = ValueKind::Count {
     max: defaults::MAX_DEAD_MAX,
 };
+/// How long results are kept.
+const RESULT_TTL: ValueKind = ValueKind::Duration {
+    min_ms: defaults::MIN_RESULT_TTL_MS,
+};
+const RESULTS_MAX: ValueKind = ValueKind::Count {
+    max: defaults::MAX_RESULTS_MAX,
+};
 const BURST: ValueKind = ValueKind::Count {
     max: crate::MAX_PER_PERIOD as u32,
 };
@@ -132,6 +139,8 @@ const LISTENER: &[(&str, ValueKind)] = &[
     ("rate_per_key", ValueKind::Rate),
     ("dead_max", DEAD_MAX),
     ("dead_ttl", DEAD_TTL),
+    ("result_ttl", RESULT_TTL),
+    ("results_max", RESULTS_MAX),
 ];
 const STREAM: &[(&str, ValueKind)] = &[
     ("enabled", ValueKind::Bool),

@@ -53,8 +53,18 @@ pub struct TopicKeys {
     pub history: String,
     /// HASH: the same a point an hour for 30 days (field: the hour modulo 720).
     pub history_hours: String,
+    /// ZSET id → until when (ms) a producer waits for the message to end (`wait`).
+    pub waits: String,
+    /// HASH id → the outcome kept for the message (`result_ttl`): `done` with the handler's
+    /// value, or `cancelled`.
+    pub results: String,
+    /// ZSET id → when its kept outcome is dropped (ms).
+    pub results_by: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
+    /// Pub/sub channel on which scripts announce that a message a producer waits for ended
+    /// (the wake channel's name with `:end`).
+    pub ended: String,
     /// How scripts publish on `wake`: `PUBLISH`, or `SPUBLISH` (sharded) on a cluster.
     pub publish: &'static str,
 }
@@ -87,7 +97,11 @@ impl TopicKeys {
             priority: key("priority"),
             history: key("history"),
             history_hours: key("history:hours"),
+            waits: key("waits"),
+            results: key("results"),
+            results_by: key("results:by"),
             wake: key("wake"),
+            ended: key("wake:end"),
             publish: "PUBLISH",
         })
     }
@@ -100,7 +114,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 16] {
+    pub fn typed(&self) -> [(&str, &'static str); 19] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -118,6 +132,9 @@ impl TopicKeys {
             (&self.priority, "hash"),
             (&self.history, "hash"),
             (&self.history_hours, "hash"),
+            (&self.waits, "zset"),
+            (&self.results, "hash"),
+            (&self.results_by, "zset"),
         ]
     }
 }

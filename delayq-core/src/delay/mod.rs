@@ -16,6 +16,7 @@
 //!   where one message is; `history.rs`: a topic's history
 //!   by the minute and the hour.
 //! - `ticks.rs`: a schedule's ticks, written fenced on its record (`scripts/delay/tick.lua`).
+//! - `results/`: results kept with a message's end, and waits for an end.
 //! - `travel.rs` (feature `testing` only): the test kit's time travel.
 
 mod buckets;
@@ -33,6 +34,7 @@ mod pending;
 mod queue;
 mod read_scripts;
 mod receipt;
+mod results;
 mod scripts;
 mod send;
 mod send_options;
@@ -51,6 +53,8 @@ pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
 pub use receipt::Receipt;
+pub(crate) use results::Hub;
+pub use results::{Outcome, Unfinished};
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,

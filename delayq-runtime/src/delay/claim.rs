@@ -180,6 +180,20 @@ impl Settle for Claim {
         self.ack_with(self.take_slot()).await
     }
 
+    /// Keeps the value with the ack, in one call of its own (`ack_keep.lua`; it does not ride
+    /// on a claim).
+    async fn ack_keeping(&self, value: &[u8]) -> Result<(), AckError> {
+        let receipt = (self.id.clone(), self.token, self.dedup_ms);
+        let acked = self.queue.ack_keep(&[(receipt, value.to_vec())]).await?;
+        if acked.first() == Some(&true) {
+            self.handled(Outcome::Ok);
+            self.entry.settle();
+            Ok(())
+        } else {
+            self.entry.stale()
+        }
+    }
+
     /// Retry after the listener's backoff, or dead when attempts are used up (or at once when
     /// `dead_reason` is given).
     async fn nack(&self, error: &str, dead_reason: Option<&str>) -> Result<(), AckError> {

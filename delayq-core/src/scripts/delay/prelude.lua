@@ -17,6 +17,7 @@
 --   µs, see claim_due.lua)
 --   KEYS[14] priority (id -> priority of each message in `delayed` whose priority is not the
 --   default, see "Priorities" below)
+--   KEYS[15] waits, KEYS[16] results, KEYS[17] results by expiry (see "Ends" below)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -281,6 +282,64 @@ local function reserve(pairs, now)
   unreserve_expired(now)
 end
 
+-- Ends: kept results and waits (results/ in delayq-core, scripts/results/). KEYS[15] waits
+-- (id -> until when, ms, a producer waits for the message to end: watch.lua), KEYS[16]
+-- results (id -> the outcome kept: "<kind> <ended ms>\n<body>", kind `done` with the
+-- handler's value as JSON, or `cancelled`), KEYS[17] results by expiry (id -> when its
+-- outcome is dropped, ms). A message that a producer waits for ends (acked, dead, cancelled):
+-- the script that ends it publishes "<id>\n<kind>\n<body>" on the topic's end channel (the
+-- wake channel's name with ':end') and drops the wait. While nobody waits this costs one
+-- EXISTS a call. `ids` from `from` to `to`; `bodies` nil (done, no value: "null"), or a table
+-- with the same indexes, or a string for all.
+local function announce_ends(ids, from, to, kind, bodies)
+  if to < from or redis.call('EXISTS', KEYS[15]) == 0 then return end
+  local until_ms = redis.call('ZMSCORE', KEYS[15], unpack(ids, from, to))
+  local gone, channel = {}, ARGV[1] .. ':end'
+  for i = from, to do
+    if until_ms[i - from + 1] then
+      local body = bodies or 'null'
+      if type(body) == 'table' then body = body[i] end
+      redis.call(ARGV[2], channel, ids[i] .. '\n' .. kind .. '\n' .. body)
+      gone[#gone + 1] = ids[i]
+    end
+  end
+  if #gone > 0 then redis.call('ZREM', KEYS[15], unpack(gone)) end
+end
+
+local RESULT_DROP_PER_CALL = 1000
+-- Drops the waits whose time passed, at most RESULT_DROP_PER_CALL a call (watch.lua and the
+-- back pool's sweep): a producer that gave up, or was gone, leaves nothing behind.
+local function unwait_expired(now)
+  local n = math.min(redis.call('ZCOUNT', KEYS[15], '-inf', string.format('%d', now)),
+    RESULT_DROP_PER_CALL)
+  if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[15], 0, n - 1) end
+end
+
+-- Keeps the outcome `record` ("<kind> <ended ms>\n<body>") of `id` until now + ttl_ms; then
+-- drops, at most RESULT_DROP_PER_CALL a call, the outcomes whose time passed and the oldest
+-- past `max` kept, counting the latter in `results_dropped` of KEYS[9]. Returns how many it
+-- dropped past `max`.
+local function trim_results(now, max)
+  local expired = math.min(redis.call('ZCOUNT', KEYS[17], '-inf', string.format('%d', now)),
+    RESULT_DROP_PER_CALL)
+  local over = 0
+  if max then
+    over = math.min(redis.call('ZCARD', KEYS[17]) - expired - max, RESULT_DROP_PER_CALL - expired)
+    if over < 0 then over = 0 end
+  end
+  local n = expired + over
+  if n == 0 then return 0 end
+  local ids = redis.call('ZRANGE', KEYS[17], 0, n - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[17], 0, n - 1)
+  redis.call('HDEL', KEYS[16], unpack(ids))
+  if over > 0 then redis.call('HINCRBY', KEYS[9], 'results_dropped', over) end
+  return over
+end
+local function keep_result(id, record, now, ttl_ms)
+  redis.call('HSET', KEYS[16], id, record)
+  redis.call('ZADD', KEYS[17], string.format('%d', math.min(now + ttl_ms, MAX_DUE_MS)), id)
+end
+
 -- Acks deliveries (ack.lua, and claim_due.lua for the acks that ride on a claim): ARGV[at] n,
 -- ARGV[at + 1] g, then g pairs of delivery token, how many ids follow under it, then the n
 -- ids in that order (so a token many deliveries share, one claim's, is passed once), then
@@ -363,6 +422,7 @@ local function ack_receipts(at, now)
     out = table.concat(answers)
   end
   if nd > 0 then
+    if all then announce_ends(ARGV, first, last, 'done') else announce_ends(done, 1, nd, 'done') end
     now = now or now_ms()
     count('ok', nd, now)
     -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
@@ -493,6 +553,7 @@ local function bury(id, m, reason, now)
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
   if (m.dedup or 0) > 0 then reserve({ m.dedup, id }, now) end
+  announce_ends({ id }, 1, 1, 'dead', reason)
 end
 
 -- Dead letters past the topic's bounds (`dead_max` kept at most, each for `dead_ttl_ms`) are

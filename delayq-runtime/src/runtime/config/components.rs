@@ -230,6 +230,8 @@ fn listener_value(o: &ListenerOptions, option: &str) -> Option<Parsed> {
         }
         "dead_max" => Parsed::Count(o.flow.dead_max),
         "dead_ttl" => Parsed::Ms(o.flow.dead_ttl_ms),
+        "result_ttl" => Parsed::Ms(o.flow.result_ttl_ms),
+        "results_max" => Parsed::Count(o.flow.results_max),
         _ => return None,
     })
 }

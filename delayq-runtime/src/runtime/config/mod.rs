@@ -144,6 +144,12 @@ impl ComponentConfig {
         if let Some(Parsed::Ms(ms)) = self.get("dead_ttl").map(|s| &s.parsed) {
             flow.dead_ttl_ms = *ms;
         }
+        if let Some(Parsed::Ms(ms)) = self.get("result_ttl").map(|s| &s.parsed) {
+            flow.result_ttl_ms = *ms;
+        }
+        if let Some(Parsed::Count(n)) = self.get("results_max").map(|s| &s.parsed) {
+            flow.results_max = *n;
+        }
         flow.rate = match self.get("rate").map(|s| &s.parsed) {
             Some(Parsed::Rate(r)) => Some(*r),
             _ => None,

@@ -50,9 +50,13 @@ pub(super) async fn register(
         s.producer.register_topic(r.topic).await?;
         // What `delayq stats` shows as the topic's rate limit.
         let keys = TopicKeys::on(&s.conn, &s.namespace, r.topic)?;
-        TopicQueue::new(s.conn.clone(), keys)
-            .with_flow(options.flow)
-            .announce_flow()
+        let queue = TopicQueue::new(s.conn.clone(), keys).with_flow(options.flow);
+        queue.announce_flow().await?;
+        // Whether a cancel keeps its outcome: when the listener keeps results (a value it
+        // returns, or `ack_with`, which a manual listener may call).
+        let handler = (r.handler)();
+        queue
+            .announce_results(handler.keeps() || handler.mode() == "manual")
             .await?;
     }
     Ok(())

@@ -18,6 +18,15 @@ pub(super) async fn prepare(
     streams: Vec<(&'static StreamListenerRegistration, StreamSettings)>,
 ) -> Result<Vec<Arc<StreamRuntime>>> {
     for (r, ..) in &streams {
+        // A stream entry keeps no result: a handler that returns a value would lose it.
+        if (r.handler)().keeps() {
+            return Err(delayq_core::Error::Config(format!(
+                "stream listener {} of stream {:?} returns a value, but a stream entry keeps no result; return () or Result<(), E>",
+                r.function, r.stream
+            )));
+        }
+    }
+    for (r, ..) in &streams {
         s.producer.register_stream(r.stream).await?;
     }
     let consumer = consumer_name();

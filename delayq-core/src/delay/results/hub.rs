@@ -1,0 +1,477 @@
+//! The waits of one producer (and its clones): every wait registers here, and one subscriber
+//! task listens on the end channels of the topics waited on, over one connection (a sharded
+//! subscription on a cluster), however many waits there are. The task starts with the first
+//! wait and ends, closing its connection, when none is left.
+//!
+//! An end is announced once, when it happens (see "Ends" in `scripts/delay/prelude.lua`), and
+//! pub/sub keeps nothing for a subscriber that was away. So whenever a channel is subscribed
+//! anew (after a reconnect, a failover or a slot move), and every `RECHECK_EVERY` while waits
+//! stand, the task reads how its waited-on messages stand (`outcome.lua`, in chunks) and
+//! answers those that ended: a lost announcement, a message deleted by hand or purged, costs
+//! a wait at most that long, never its whole timeout.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{oneshot, watch, Notify};
+
+use super::super::keys::TopicKeys;
+use super::outcome::{outcomes, parse, Outcome, RawOutcome, Register};
+use crate::connection::RedisConn;
+use crate::id::MessageId;
+
+/// How often the waits still standing are read again.
+const RECHECK_EVERY: Duration = Duration::from_secs(5);
+/// Ids one read takes.
+const RECHECK_CHUNK: usize = 500;
+/// A subscriber connection's keepalive, and how long its PING may go unanswered.
+const PING_EVERY: Duration = Duration::from_secs(15);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one attempt to connect may take, and the retries' delays.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRY_FROM: Duration = Duration::from_millis(100);
+const RETRY_UPTO: Duration = Duration::from_secs(5);
+
+type Reply = oneshot::Sender<RawOutcome>;
+
+/// One wait on a channel: its token, whether a read may answer it `Unknown` (not until its
+/// message was sent, for `send_and_wait`), and where the answer goes.
+struct Entry {
+    token: u64,
+    armed: bool,
+    reply: Reply,
+}
+
+/// One topic's waits, under its end channel.
+struct Channel {
+    keys: Arc<TopicKeys>,
+    waiters: HashMap<MessageId, Vec<Entry>>,
+    /// Subscribed on the task's current connection.
+    live: bool,
+}
+
+#[derive(Default)]
+struct State {
+    channels: HashMap<String, Channel>,
+    next: u64,
+    running: bool,
+}
+
+struct Inner {
+    conn: RedisConn,
+    state: Mutex<State>,
+    /// The channels changed: the task subscribes or unsubscribes.
+    changed: Notify,
+    /// Bumped whenever a channel becomes live.
+    live: watch::Sender<u64>,
+}
+
+/// The waits of a producer and its clones.
+#[derive(Clone)]
+pub(crate) struct Hub(Arc<Inner>);
+
+/// One registered wait; dropping it takes it off the hub.
+pub(crate) struct Waiter {
+    hub: Hub,
+    channel: String,
+    id: MessageId,
+    token: u64,
+    pub(crate) answer: oneshot::Receiver<RawOutcome>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut state = self.hub.lock();
+        let Some(channel) = state.channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(list) = channel.waiters.get_mut(&self.id) {
+            list.retain(|e| e.token != self.token);
+            if list.is_empty() {
+                channel.waiters.remove(&self.id);
+            }
+        }
+        if channel.waiters.is_empty() {
+            state.channels.remove(&self.channel);
+            self.hub.0.changed.notify_one();
+        }
+    }
+}
+
+impl Waiter {
+    /// Lets a read answer this wait `Unknown`: its message has been sent.
+    pub(crate) fn arm(&self) {
+        let mut state = self.hub.lock();
+        let entry = state
+            .channels
+            .get_mut(&self.channel)
+            .and_then(|c| c.waiters.get_mut(&self.id))
+            .and_then(|list| list.iter_mut().find(|e| e.token == self.token));
+        if let Some(entry) = entry {
+            entry.armed = true;
+        }
+    }
+}
+
+impl Hub {
+    pub(crate) fn new(conn: RedisConn) -> Self {
+        Hub(Arc::new(Inner {
+            conn,
+            state: Mutex::default(),
+            changed: Notify::new(),
+            live: watch::channel(0).0,
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a wait for message `id` of `keys`' topic (starting the task if need be);
+    /// `armed`: a read may answer it `Unknown` (see [`Waiter::arm`]).
+    pub(crate) fn register(&self, keys: &Arc<TopicKeys>, id: &MessageId, armed: bool) -> Waiter {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.lock();
+        state.next += 1;
+        let token = state.next;
+        let channel = state
+            .channels
+            .entry(keys.ended.clone())
+            .or_insert_with(|| Channel {
+                keys: keys.clone(),
+                waiters: HashMap::new(),
+                live: false,
+            });
+        let fresh = channel.waiters.is_empty();
+        channel.waiters.entry(id.clone()).or_default().push(Entry {
+            token,
+            armed,
+            reply: tx,
+        });
+        if !state.running {
+            state.running = true;
+            tokio::spawn(run(self.clone()));
+        } else if fresh {
+            self.0.changed.notify_one();
+        }
+        Waiter {
+            hub: self.clone(),
+            channel: keys.ended.clone(),
+            id: id.clone(),
+            token,
+            answer: rx,
+        }
+    }
+
+    /// Waits until `channel` is subscribed, or `deadline`; whether it is.
+    pub(crate) async fn until_live(&self, channel: &str, deadline: tokio::time::Instant) -> bool {
+        let mut live = self.0.live.subscribe();
+        loop {
+            if self.lock().channels.get(channel).is_some_and(|c| c.live) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, live.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
+            }
+        }
+    }
+
+    /// How many waits stand, and on how many channels (for tests and gauges).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let state = self.lock();
+        let waits = state
+            .channels
+            .values()
+            .flat_map(|c| c.waiters.values())
+            .map(Vec::len)
+            .sum();
+        (waits, state.channels.len())
+    }
+
+    /// Answers the waits for `id` on `channel` with `outcome` (`Unknown` only the armed).
+    fn answer(&self, channel: &str, id: &str, outcome: &RawOutcome) {
+        let mut state = self.lock();
+        let Some(c) = state.channels.get_mut(channel) else {
+            return;
+        };
+        let id = MessageId::from_stored(id.to_string());
+        let Some(list) = c.waiters.get_mut(&id) else {
+            return;
+        };
+        let unknown = matches!(outcome, Outcome::Unknown);
+        for entry in std::mem::take(list) {
+            if unknown && !entry.armed {
+                list.push(entry);
+            } else {
+                let _ = entry.reply.send(outcome.clone());
+            }
+        }
+        if list.is_empty() {
+            c.waiters.remove(&id);
+        }
+    }
+
+    /// An announcement `<id>\n<kind>\n<body>` heard on `channel`.
+    fn heard(&self, channel: &[u8], payload: &[u8]) {
+        let (Ok(channel), Some(i)) = (
+            std::str::from_utf8(channel),
+            payload.iter().position(|&b| b == b'\n'),
+        ) else {
+            return;
+        };
+        let (Ok(id), Ok(outcome)) = (std::str::from_utf8(&payload[..i]), parse(&payload[i + 1..]))
+        else {
+            return;
+        };
+        self.answer(channel, id, &outcome);
+    }
+
+    /// Marks channels live (or all not live), telling the waits.
+    fn set_live(&self, channels: &[String], live: bool) {
+        let mut state = self.lock();
+        if live {
+            for name in channels {
+                if let Some(c) = state.channels.get_mut(name) {
+                    c.live = true;
+                }
+            }
+        } else {
+            state.channels.values_mut().for_each(|c| c.live = false);
+        }
+        drop(state);
+        if live {
+            self.0.live.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Reads how the messages waited on under `channels` (all when `None`) stand, and answers
+    /// those that ended.
+    fn recheck(&self, channels: Option<Vec<String>>) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let work: Vec<(String, Arc<TopicKeys>, Vec<MessageId>)> = {
+                let state = hub.lock();
+                state
+                    .channels
+                    .iter()
+                    .filter(|(name, _)| channels.as_ref().is_none_or(|only| only.contains(name)))
+                    .map(|(name, c)| {
+                        (
+                            name.clone(),
+                            c.keys.clone(),
+                            c.waiters.keys().cloned().collect(),
+                        )
+                    })
+                    .collect()
+            };
+            for (name, keys, ids) in work {
+                for chunk in ids.chunks(RECHECK_CHUNK) {
+                    let Ok(got) = outcomes(&hub.0.conn, &keys, Register::No, chunk).await else {
+                        continue; // read again at the next round
+                    };
+                    for (id, outcome) in chunk.iter().zip(got) {
+                        if !matches!(outcome, Outcome::Pending) {
+                            hub.answer(&name, id.as_str(), &outcome);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// The channels wanted now, and those of them not live; the task ends (`None`) when
+    /// there are none. (A channel left and wanted again before the task looked is still
+    /// subscribed, but its waits do not know it.)
+    fn wanted(&self) -> Option<(HashSet<String>, Vec<String>)> {
+        let mut state = self.lock();
+        if state.channels.is_empty() {
+            state.running = false;
+            return None;
+        }
+        let not_live = state
+            .channels
+            .iter()
+            .filter(|(_, c)| !c.live)
+            .map(|(name, _)| name.clone())
+            .collect();
+        Some((state.channels.keys().cloned().collect(), not_live))
+    }
+
+    /// Of `not_live`, those `subscribed` already are live: told, and read once.
+    fn relive(&self, not_live: Vec<String>, subscribed: &HashSet<String>) {
+        let again: Vec<String> = not_live
+            .into_iter()
+            .filter(|c| subscribed.contains(c))
+            .collect();
+        if !again.is_empty() {
+            self.set_live(&again, true);
+            self.recheck(Some(again));
+        }
+    }
+}
+
+/// The subscriber task: sessions until no wait is left.
+async fn run(hub: Hub) {
+    let mut delay = RETRY_FROM;
+    loop {
+        let ended = if hub.0.conn.is_cluster() {
+            sharded(&hub).await
+        } else {
+            plain(&hub).await
+        };
+        hub.set_live(&[], false);
+        match ended {
+            Ok(()) => return, // no wait left
+            Err(why) => tracing::debug!(%why, "the waits' subscription ended; subscribing again"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RETRY_UPTO);
+        if hub.wanted().is_none() {
+            return;
+        }
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// One plain pub/sub connection (a single server, or Sentinel's primary).
+async fn plain(hub: &Hub) -> Result<(), String> {
+    let connect = async {
+        let client = hub
+            .0
+            .conn
+            .pubsub_client()
+            .await
+            .ok_or("no pub/sub client")?
+            .map_err(err)?;
+        client.get_async_pubsub().await.map_err(err)
+    };
+    let pubsub = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| "connecting timed out".to_string())??;
+    let (mut sink, mut messages) = pubsub.split();
+    let mut subscribed: HashSet<String> = HashSet::new();
+    let mut recheck = tokio::time::interval(RECHECK_EVERY);
+    recheck.reset();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        let Some((wanted, not_live)) = hub.wanted() else {
+            return Ok(());
+        };
+        hub.relive(not_live, &subscribed);
+        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
+        if !new.is_empty() {
+            sink.subscribe(&new).await.map_err(err)?;
+            subscribed.extend(new.iter().cloned());
+            hub.set_live(&new, true);
+            hub.recheck(Some(new));
+        }
+        let old: Vec<String> = subscribed.difference(&wanted).cloned().collect();
+        if !old.is_empty() {
+            sink.unsubscribe(&old).await.map_err(err)?;
+            old.iter().for_each(|c| {
+                subscribed.remove(c);
+            });
+        }
+        tokio::select! {
+            m = messages.next() => match m {
+                Some(m) => hub.heard(m.get_channel_name().as_bytes(), m.get_payload_bytes()),
+                None => return Err("the pub/sub connection closed".into()),
+            },
+            _ = hub.0.changed.notified() => {}
+            _ = recheck.tick() => hub.recheck(None),
+            _ = ping.tick() => match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(err(e)),
+                Err(_) => return Err("Redis did not answer a PING".into()),
+            },
+        }
+    }
+}
+
+/// One sharded subscription over a RESP3 cluster connection.
+async fn sharded(hub: &Hub) -> Result<(), String> {
+    let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+    let connect = async {
+        hub.0
+            .conn
+            .cluster_subscriber(tx)
+            .await
+            .ok_or("no cluster")?
+            .map_err(err)
+    };
+    let mut cluster = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| "connecting timed out".to_string())??;
+    let mut subscribed: HashSet<String> = HashSet::new();
+    let mut recheck = tokio::time::interval(RECHECK_EVERY);
+    recheck.reset();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        let Some((wanted, not_live)) = hub.wanted() else {
+            return Ok(());
+        };
+        hub.relive(not_live, &subscribed);
+        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
+        for channel in &new {
+            // One call a channel: a sharded subscription takes channels of one slot only.
+            cluster.ssubscribe(channel).await.map_err(err)?;
+            subscribed.insert(channel.clone());
+        }
+        if !new.is_empty() {
+            hub.set_live(&new, true);
+            hub.recheck(Some(new));
+        }
+        for channel in subscribed.difference(&wanted).cloned().collect::<Vec<_>>() {
+            cluster.sunsubscribe(&channel).await.map_err(err)?;
+            subscribed.remove(&channel);
+        }
+        tokio::select! {
+            push = pushes.recv() => match push {
+                Some(push) => match push.kind {
+                    redis::PushKind::SMessage => {
+                        if let (Some(c), Some(p)) = (bytes(&push.data, 0), bytes(&push.data, 1)) {
+                            hub.heard(c, p);
+                        }
+                    }
+                    // Subscribed again by itself (a slot moved): what was announced meanwhile
+                    // was missed.
+                    redis::PushKind::SSubscribe => {
+                        if let Some(c) = bytes(&push.data, 0).and_then(|c| std::str::from_utf8(c).ok()) {
+                            hub.recheck(Some(vec![c.to_string()]));
+                        }
+                    }
+                    redis::PushKind::Disconnection => return Err("a cluster node closed its connection".into()),
+                    _ => {}
+                },
+                None => return Err("the sharded pub/sub connection closed".into()),
+            },
+            _ = hub.0.changed.notified() => {}
+            _ = recheck.tick() => hub.recheck(None),
+            _ = ping.tick() => {
+                let cmd = redis::cmd("PING");
+                match tokio::time::timeout(PING_TIMEOUT, cmd.query_async::<redis::Value>(&mut cluster)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(err(e)),
+                    Err(_) => return Err("Redis did not answer a PING".into()),
+                }
+            }
+        }
+    }
+}
+
+/// The bytes of a push's `i`th element.
+fn bytes(data: &[redis::Value], i: usize) -> Option<&[u8]> {
+    match data.get(i)? {
+        redis::Value::BulkString(b) => Some(b),
+        redis::Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}

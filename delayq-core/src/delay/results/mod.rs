@@ -1,0 +1,19 @@
+//! Results and waits: what a message's handler returned, kept with its end for `result_ttl`,
+//! and waits for a message to end that always have a timeout.
+//!
+//! - `outcome.rs`: [`Outcome`], how a message stands or ended, as `outcome.lua` answers it,
+//!   and the producer's `result`; `keep.rs`: the consumer's ack that keeps a value
+//!   (`ack_keep.lua`) and the topic's announcement of its result bounds (for `cancel`).
+//! - `hub.rs`: the waits of one producer, over one subscriber connection (one a shard on a
+//!   cluster) to the topics' end channels; `wait.rs`: `wait` and `send_and_wait`.
+//!
+//! The keys (the topic's `waits`, `results` and `results:by`) and the Lua are described under
+//! "Ends" in `scripts/delay/prelude.lua`.
+
+mod hub;
+mod keep;
+mod outcome;
+mod wait;
+
+pub(crate) use hub::Hub;
+pub use outcome::{Outcome, Unfinished};
