@@ -55,6 +55,15 @@ pub(crate) enum Command {
     /// attempt), dead (why), finished within a dedup window, or unknown (exit 1); with its
     /// attempts, last error and payload. One bounded lookup, however large the topic.
     Find { topic: String, id: String },
+    /// What a message's handler returned (kept for the listener's `result_ttl`), or how it
+    /// ended: done, dead (why), cancelled, pending; unknown exits 1. `--wait 30s` waits for
+    /// its end first, at most that long.
+    Result {
+        topic: String,
+        id: String,
+        #[arg(long, value_parser = delay)]
+        wait: Option<Duration>,
+    },
     /// Cancels a pending message (exit 1 unless it was removed).
     Cancel { topic: String, id: String },
     /// Pauses a topic: no process claims its messages until `delayq resume`; sends keep

@@ -46,7 +46,8 @@ delayq_dev::on_each_deployment!(
     graceful_stop,
     idle,
     far_buckets,
-    flow_control
+    flow_control,
+    results
 );
 
 // --- auto ack ---------------------------------------------------------------------------
@@ -412,5 +413,46 @@ async fn flow_control(kind: &str) {
         gap >= Duration::from_millis(90),
         "one key at 20/s: four starts within {gap:?}"
     );
+    rt.shutdown().await.unwrap();
+}
+
+// --- results and waits ------------------------------------------------------------------
+
+#[delay_listener(topic = "dep.results")]
+async fn doubles(job: Job) -> Result<Job, String> {
+    Ok(Job {
+        on: job.on,
+        n: job.n * 2,
+    })
+}
+
+/// A handler's value comes back through send_and_wait and wait, ends announced on the topic's
+/// own shard (a sharded subscription on a cluster), and a cancel ends a wait.
+async fn results(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.results"]).await;
+    let job = |n| Job { on: kind.into(), n };
+    let back: Job = p
+        .send_and_wait("dep.results", &job(21), WAIT)
+        .await
+        .unwrap();
+    assert_eq!(back, job(42));
+    let id = p
+        .send("dep.results", &job(5), Duration::from_millis(300))
+        .await
+        .unwrap();
+    let done: delayq_runtime::Outcome<Job> = p.wait("dep.results", &id, WAIT).await.unwrap();
+    assert_eq!(done, delayq_runtime::Outcome::Done(job(10)));
+    assert_eq!(p.result::<Job>("dep.results", &id).await.unwrap(), done);
+    let id = p
+        .send("dep.results", &job(1), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let (waited, _) = tokio::join!(p.wait::<Job>("dep.results", &id, WAIT), async {
+        sleep_ms(300).await;
+        p.cancel("dep.results", &id).await.unwrap()
+    });
+    assert_eq!(waited.unwrap(), delayq_runtime::Outcome::Cancelled);
     rt.shutdown().await.unwrap();
 }

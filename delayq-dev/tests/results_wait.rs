@@ -226,16 +226,23 @@ async fn results_expire_and_are_bounded() {
     rt.shutdown().await.unwrap();
 }
 
-/// The handler is faster than the caller: a wait that begins after a send still hears the end
-/// of a message whose handler keeps nothing, every time (it listens before it looks).
+/// The caller is slow (every reply to it arrives 300 ms late) and the handler fast: the
+/// message has ended, keeping nothing, before the caller's own look. The wait registered
+/// before the send hears the end all the same. (Registered after the send, it heard nothing
+/// and ended `Unknown`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_and_wait_hears_a_handler_faster_than_the_caller() {
+async fn send_and_wait_hears_an_end_that_beat_a_slow_caller() {
     let server = RedisServer::start();
-    let p = producer(&server).await;
     let rt = runtime(&server, &["res.unit"]).await;
-    for _ in 0..200 {
+    let proxy = delayq_dev::BlackholeProxy::start(server.port());
+    let p = delayq_core::Producer::connect(&proxy.url()).await.unwrap();
+    p.send("res.unit", &0u64, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    proxy.delay_replies(Duration::from_millis(300));
+    for _ in 0..5 {
         let () = p
-            .send_and_wait("res.unit", &0u64, Duration::from_secs(10))
+            .send_and_wait("res.unit", &0u64, Duration::from_secs(4))
             .await
             .unwrap();
     }

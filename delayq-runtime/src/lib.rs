@@ -97,6 +97,7 @@ mod worker;
 /// - [`waiting_room`](guide::waiting_room): an admission queue for traffic peaks.
 /// - [`flow_control`](guide::flow_control): rate limits, `retry_after`, debounce, bounded
 ///   dead letters.
+/// - [`results`](guide::results): a handler's value kept, `wait` and `send_and_wait`.
 /// - [`operating`](guide::operating): the `delayq` CLI, dead letters, health, metrics, traces
 ///   and the dashboard.
 /// - [`guarantees`](guide::guarantees): what holds under which Redis settings, and the test
@@ -131,6 +132,9 @@ pub mod guide {
     pub mod flow_control {
         #![doc = include_str!("../guide/flow-control.md")]
     }
+    pub mod results {
+        #![doc = include_str!("../guide/results.md")]
+    }
     pub mod operating {
         #![doc = include_str!("../guide/operating.md")]
     }
@@ -146,11 +150,11 @@ pub use delay::{Message, TopicDelivery};
 pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
 pub use delayq_core::{
     AckError, Cancelled, CatchUp, DeadLetter, Error, FoundMessage, GroupStats, History,
-    HistoryPoint, LeaderLease, Leadership, MessageId, Outcomes, PendingMessage, Place, Priority,
-    Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus, Schedule, ScheduleChange,
-    ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats, TickOutcome, TickReport,
-    TopicCounts, TopicStats, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
-    LAYOUT_VERSION,
+    HistoryPoint, LeaderLease, Leadership, MessageId, Outcome, Outcomes, PendingMessage, Place,
+    Priority, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus, Schedule,
+    ScheduleChange, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats,
+    TickOutcome, TickReport, TopicCounts, TopicStats, Unfinished, UrlOrigin, WaitingRoom,
+    CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER, LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.

@@ -4,6 +4,7 @@
 mod config;
 mod dead;
 mod outcome;
+mod result;
 mod schedules;
 
 use std::time::{Duration, SystemTime};
@@ -120,6 +121,7 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
                 report::found_detail(&topic, &found, SystemTime::now()).to_string()
             })?;
         }
+        Command::Result { topic, id, wait } => result::run(&p, json, (topic, id, wait)).await?,
         Command::Cancel { topic, id } => {
             known_topic(&p, &topic).await?;
             let id = message_id(&id)?;

@@ -10,6 +10,7 @@ mod cli_config_secrets;
 mod cli_find;
 mod cli_flow_control;
 mod cli_history;
+mod cli_result;
 mod cli_usage_errors;
 mod dashboard_actions;
 mod dashboard_bounds;

@@ -37,10 +37,14 @@ const RETRY_UPTO: Duration = Duration::from_secs(5);
 type Reply = oneshot::Sender<RawOutcome>;
 
 /// One wait on a channel: its token, whether a read may answer it `Unknown` (not until its
-/// message was sent, for `send_and_wait`), and where the answer goes.
+/// message was sent, for `send_and_wait`), whether a read found it unknown once, and where
+/// the answer goes. A read's `Unknown` answers only at the second read that finds it so: an
+/// end that keeps nothing (a handler that returns no value) was announced to a wait that was
+/// live, and a read can come between the end and the announcement's arrival.
 struct Entry {
     token: u64,
     armed: bool,
+    unknown_once: bool,
     reply: Reply,
 }
 
@@ -148,6 +152,7 @@ impl Hub {
         channel.waiters.entry(id.clone()).or_default().push(Entry {
             token,
             armed,
+            unknown_once: false,
             reply: tx,
         });
         if !state.running {
@@ -191,7 +196,7 @@ impl Hub {
         (waits, state.channels.len())
     }
 
-    /// Answers the waits for `id` on `channel` with `outcome` (`Unknown` only the armed).
+    /// Answers the waits for `id` on `channel` with `outcome` (`Unknown`: see [`Entry`]).
     fn answer(&self, channel: &str, id: &str, outcome: &RawOutcome) {
         let mut state = self.lock();
         let Some(c) = state.channels.get_mut(channel) else {
@@ -202,8 +207,9 @@ impl Hub {
             return;
         };
         let unknown = matches!(outcome, Outcome::Unknown);
-        for entry in std::mem::take(list) {
-            if unknown && !entry.armed {
+        for mut entry in std::mem::take(list) {
+            if unknown && !(entry.armed && entry.unknown_once) {
+                entry.unknown_once |= entry.armed;
                 list.push(entry);
             } else {
                 let _ = entry.reply.send(outcome.clone());
