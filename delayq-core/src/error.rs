@@ -219,6 +219,12 @@ pub enum Error {
         /// How it stands.
         outcome: crate::delay::Unfinished,
     },
+    /// A flow that cannot be started: nothing was written.
+    #[error("invalid flow: {reason}; nothing was written")]
+    InvalidFlow {
+        /// What is wrong, naming the step (a cycle names its steps).
+        reason: String,
+    },
     /// A kept result does not decode into the type asked for.
     #[error("the result of message {id:?} of topic {topic:?} {reason}")]
     ResultDecode {

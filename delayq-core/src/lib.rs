@@ -19,6 +19,7 @@
 //! | `history.rs` | shared: histories by the minute and the hour (each system writes its own) |
 //! | `env.rs`, `error.rs`, `redact.rs`, `names.rs`, `id.rs`, `time.rs`, `trace.rs`, `script.rs` | shared basics |
 //! | `scripts/<system>/*.lua` | the scripts, one per state change, header first |
+//! | `workflow/` | flows: DAGs of steps over topics, each step a delay-queue message |
 //! | `config/` | on top: every component's options for `delayq.toml` and `DELAYQ_…` variables |
 #![deny(missing_docs)]
 // Every public fn that returns a Result says what can fail (`# Errors`).
@@ -44,6 +45,7 @@ mod script;
 mod stream;
 mod time;
 mod trace;
+mod workflow;
 
 pub use connection::MIN_REDIS_VERSION;
 pub use delay::{
@@ -67,6 +69,10 @@ pub use schedule::{
 };
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;
+pub use workflow::{
+    is_step_id, settle_ended_steps, settle_step, Flow, FlowId, FlowInfo, FlowState, OnFailure,
+    StepEnd, StepInfo, StepState, MAX_FLOW_STEPS,
+};
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a
 /// public API: it changes without notice.

@@ -105,6 +105,11 @@ impl Producer {
         self
     }
 
+    /// The payload limit in bytes (of encoded JSON).
+    pub(crate) fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
     /// The namespace keys are created under.
     pub fn namespace(&self) -> &str {
         &self.namespace

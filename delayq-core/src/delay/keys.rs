@@ -10,6 +10,8 @@ use crate::names::{validate_namespace, validate_topic};
 pub struct TopicKeys {
     /// The topic name.
     pub topic: String,
+    /// The namespace.
+    pub namespace: String,
     /// ZSET id → due time (ms).
     pub delayed: String,
     /// ZSET id → ack deadline (ms).
@@ -60,6 +62,9 @@ pub struct TopicKeys {
     pub results: String,
     /// ZSET id → when its kept outcome is dropped (ms).
     pub results_by: String,
+    /// ZSET id → when it ended (ms): the flow steps whose messages ended (acked, dead or
+    /// cancelled) and that are not settled in their flow yet (`workflow/`).
+    pub steps: String,
     /// Pub/sub channel on which scripts announce that a head moved earlier.
     pub wake: String,
     /// Pub/sub channel on which scripts announce that a message a producer waits for ended
@@ -81,6 +86,7 @@ impl TopicKeys {
         let key = |suffix: &str| format!("{namespace}:{{{topic}}}:{suffix}");
         Ok(Self {
             topic: topic.to_string(),
+            namespace: namespace.to_string(),
             delayed: key("delayed"),
             inflight: key("inflight"),
             msg: key("msg"),
@@ -100,6 +106,7 @@ impl TopicKeys {
             waits: key("waits"),
             results: key("results"),
             results_by: key("results:by"),
+            steps: key("steps"),
             wake: key("wake"),
             ended: key("wake:end"),
             publish: "PUBLISH",
@@ -114,7 +121,7 @@ impl TopicKeys {
     }
 
     /// The data keys with the Redis type delayq keeps in each, for diagnosing WRONGTYPE.
-    pub fn typed(&self) -> [(&str, &'static str); 19] {
+    pub fn typed(&self) -> [(&str, &'static str); 20] {
         [
             (&self.delayed, "zset"),
             (&self.inflight, "zset"),
@@ -135,6 +142,7 @@ impl TopicKeys {
             (&self.waits, "zset"),
             (&self.results, "hash"),
             (&self.results_by, "zset"),
+            (&self.steps, "zset"),
         ]
     }
 }

@@ -60,7 +60,7 @@ scripts!(
 /// `script` invoked on a topic: every script takes the topic's keys in one order, KEYS[1] delayed,
 /// KEYS[2] inflight, KEYS[3] msg, KEYS[4] dead, KEYS[5] seq, KEYS[6] stats, KEYS[7] far,
 /// KEYS[8] where, KEYS[9] farinfo, KEYS[10] paused, KEYS[11] done, KEYS[12] ready, KEYS[13] keyrate, KEYS[14] priority, KEYS[15] waits, KEYS[16]
-/// results, KEYS[17] results by expiry, then the far bucket keys the call may touch (`far`), the
+/// results, KEYS[17] results by expiry, KEYS[18] steps, then the far bucket keys the call may touch (`far`), the
 /// wake channel as ARGV[1] and the command that publishes on it as ARGV[2] (see `prelude.lua`
 /// and `far.lua`); its own arguments follow.
 pub(super) fn topic_script(
@@ -84,7 +84,8 @@ pub(super) fn topic_script(
         .key(&k.priority)
         .key(&k.waits)
         .key(&k.results)
-        .key(&k.results_by);
+        .key(&k.results_by)
+        .key(&k.steps);
     for b in &far.0 {
         inv.key(format!("{}:{b}", k.far));
     }
@@ -286,7 +287,7 @@ pub(crate) fn requeue_expired(
     flow: &Flow,
 ) -> ScriptInvocation<'static> {
     let mut inv = topic_script(&SWEEP_SCRIPTS.requeue_expired, k, &NONE);
-    // After the topic's seventeen keys (and no far bucket): its history, KEYS[18] and [19].
+    // After the topic's eighteen keys (and no far bucket): its history, KEYS[19] and [20].
     inv.key(&k.history).key(&k.history_hours);
     inv.arg(max)
         .arg(default_max_attempts)

@@ -103,6 +103,7 @@ impl Producer {
         let due = options.when.due()?;
         options.check_id_options()?;
         let id = match &options.id {
+            Some(id) if options.trusted_id => MessageId::from_stored(id.clone()),
             Some(id) => MessageId::new(id.clone())?,
             None => MessageId::for_due(due.expected_unix_ms()),
         };

@@ -63,6 +63,9 @@ pub struct SendOptions {
     pub(crate) max_attempts: Option<u32>,
     pub(crate) replicas: u32,
     pub(crate) replica_timeout: Duration,
+    /// The id is one delayq made (a flow step's, with a unit separator no user id may hold):
+    /// used as it is.
+    pub(crate) trusted_id: bool,
 }
 
 /// The longest message key ([`SendOptions::key`]), in bytes.
@@ -91,6 +94,7 @@ impl SendOptions {
             max_attempts: None,
             replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
+            trusted_id: false,
         }
     }
 

@@ -29,6 +29,10 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
             .await
         {
             Ok(report) => {
+                // Flow steps whose ends were noted but not settled (a process died between).
+                if let Err(e) = topic.queue.settle_ended_steps(Duration::ZERO).await {
+                    tracing::debug!(topic = %topic.name, error = %e, "settling ended flow steps failed; the next sweep tries again");
+                }
                 topic.health.ok();
                 topic.meter.handled(Outcome::Retry, report.requeued as u64);
                 topic.meter.handled(Outcome::Dead, report.dead as u64);

@@ -38,6 +38,9 @@ pub(crate) struct Claim {
     pub(crate) attempt: u32,
     /// Its `dedup_for` window (ms, 0 for none): the ack reserves the id for it.
     dedup_ms: u64,
+    /// A flow step's message: its ack keeps a value (`null` when the handler returns none)
+    /// and notes the end for its flow, which is then settled (workflow/ in delayq-core).
+    step: bool,
     options: ListenerOptions,
     /// The run's worker slot, until the run ends or the worker's ack takes it along (see
     /// `ack_batcher.rs`).
@@ -65,6 +68,7 @@ impl Claim {
             token,
             attempt: delivery.envelope.attempt,
             dedup_ms: delivery.envelope.dedup_ms,
+            step: delayq_core::is_step_id(delivery.id.as_str()),
             options,
             slot: Mutex::new(Some(slot)),
         })
@@ -94,6 +98,20 @@ impl Claim {
         } else {
             self.entry.stale()
         }
+    }
+
+    /// A flow step's message ended: its flow is settled in the background (what fails is left
+    /// to the back pool's sweep, which settles every noted end).
+    fn settle_step(&self, end: delayq_core::StepEnd) {
+        if !self.step {
+            return;
+        }
+        let (queue, id) = (self.queue.clone(), self.id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = queue.settle_step(&id, &end).await {
+                tracing::warn!(error = %e, "a flow step's end is not settled yet; the back pool's sweep will");
+            }
+        });
     }
 
     /// Counts a settled run for the topic (and the schedule, for a tick).
@@ -140,6 +158,8 @@ impl Claim {
                 Ok(())
             }
             NackOutcome::Dead => {
+                let reason = dead_reason.unwrap_or(error);
+                self.settle_step(delayq_core::StepEnd::Failed(reason.to_string()));
                 tracing::warn!(
                     error,
                     reason = dead_reason.unwrap_or("max_attempts reached"),
@@ -172,11 +192,17 @@ impl Settle for Claim {
     }
 
     async fn ack(&self) -> Result<(), AckError> {
+        if self.step {
+            return self.ack_keeping(b"null").await;
+        }
         self.ack_with(None).await
     }
 
     /// The handler returned: its slot goes with the ack.
     async fn ack_after_run(&self) -> Result<(), AckError> {
+        if self.step {
+            return self.ack_keeping(b"null").await;
+        }
         self.ack_with(self.take_slot()).await
     }
 
@@ -188,6 +214,7 @@ impl Settle for Claim {
         if acked.first() == Some(&true) {
             self.handled(Outcome::Ok);
             self.entry.settle();
+            self.settle_step(delayq_core::StepEnd::Done);
             Ok(())
         } else {
             self.entry.stale()

@@ -16,4 +16,13 @@ mod outcome;
 mod wait;
 
 pub(crate) use hub::Hub;
+
+/// How `ids` of `keys`' topic stand (a read: no wait registered).
+pub(crate) async fn outcomes_of(
+    conn: &crate::connection::RedisConn,
+    keys: &super::keys::TopicKeys,
+    ids: &[crate::id::MessageId],
+) -> crate::error::Result<Vec<Outcome<Vec<u8>>>> {
+    outcome::outcomes(conn, keys, outcome::Register::No, ids).await
+}
 pub use outcome::{Outcome, Unfinished};

@@ -15,6 +15,7 @@ local function removed()
     keep_result(id, string.format('cancelled %d\n', now), now, tonumber(ttl))
     trim_results(now, tonumber(max))
   end
+  step_ended(id, now_ms())
   announce_ends({ id }, 1, 1, 'cancelled', '')
   return 'removed'
 end

@@ -25,7 +25,7 @@
 --   `ack_receipts` in prelude.lua; n is 0 or absent for none): done last, paused or not, so
 --   that a claim that fails (Redis does not undo what a script wrote before an error) fails
 --   before them, and they are sent again.
--- KEYS[18], when given: the far bucket the boss expects to promote next (see far.lua)
+-- KEYS[19], when given: the far bucket the boss expects to promote next (see far.lua)
 -- A topic that has had a message with a priority claims through `ready` (see "Priorities" in
 -- prelude.lua): due messages move there from `delayed`, at most READY_MOVE_MAX a call, and
 -- claims take its head, the highest priority first and, within one, the earliest due.

@@ -14,7 +14,7 @@
 -- (user ids, and a generated id whose time falls in another bucket than its due time).
 --
 -- Declared buckets. A script touches only keys it was given: the far bucket keys a call may
--- touch follow the topic's seventeen keys (KEYS[18] on). On Redis Cluster a key a script uses
+-- touch follow the topic's eighteen keys (KEYS[19] on). On Redis Cluster a key a script uses
 -- without declaring it fails the script partway while its slot migrates, with the writes
 -- before it kept; a declared one makes Redis answer TRYAGAIN (or ASK) before the script
 -- starts. So a script first works out, reading declared keys only, which buckets it needs
@@ -71,7 +71,7 @@ local declared = nil
 local function is_declared(b)
   if not declared then
     declared = {}
-    for i = 18, #KEYS do declared[KEYS[i]] = true end
+    for i = 19, #KEYS do declared[KEYS[i]] = true end
   end
   return declared[bucket_name(b)] == true
 end
@@ -188,12 +188,12 @@ local function key_type(key, kind)
   return t, nil
 end
 
--- The error reply naming the first far bucket this call was given (KEYS[18] on) that holds
+-- The error reply naming the first far bucket this call was given (KEYS[19] on) that holds
 -- something other than a hash, or nil. A script that writes to far buckets asks it before its
 -- first write: another program's key there would fail the call partway, with what it wrote
 -- before kept (a record outside `far`, never promoted; a message out of flight and nowhere).
 local function foreign_bucket()
-  for i = 18, #KEYS do
+  for i = 19, #KEYS do
     local _, foreign = key_type(KEYS[i], 'hash')
     if foreign then return foreign end
   end

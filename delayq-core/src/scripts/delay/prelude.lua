@@ -18,6 +18,8 @@
 --   KEYS[14] priority (id -> priority of each message in `delayed` whose priority is not the
 --   default, see "Priorities" below)
 --   KEYS[15] waits, KEYS[16] results, KEYS[17] results by expiry (see "Ends" below)
+--   KEYS[18] steps (id -> when it ended, ms: the flow steps that ended and are not settled in
+--   their flow yet, see `step_ended` below and workflow/ in delayq-core)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
 -- on a single server, SPUBLISH (sharded, Redis 7) on a cluster, so that a wake-up reaches only
 -- the shard that owns the topic. Each script's own arguments follow from ARGV[3].
@@ -335,6 +337,11 @@ local function trim_results(now, max)
   if over > 0 then redis.call('HINCRBY', KEYS[9], 'results_dropped', over) end
   return over
 end
+-- A flow step's message (its id holds the unit separator, which no user id can) ended: noted
+-- in KEYS[18] until the client settles it in its flow (delayq-core's workflow/).
+local function step_ended(id, now)
+  if string.find(id, '\31', 1, true) then redis.call('ZADD', KEYS[18], now, id) end
+end
 local function keep_result(id, record, now, ttl_ms)
   redis.call('HSET', KEYS[16], id, record)
   redis.call('ZADD', KEYS[17], string.format('%d', math.min(now + ttl_ms, MAX_DUE_MS)), id)
@@ -377,14 +384,15 @@ local function ack_receipts(at, now)
       if held[i] ~= token then all = false end
     end
   end
-  local out, nd, acked
+  local out, nd, acked, done
   if all then
     redis.call('ZREM', KEYS[2], unpack(ARGV, first, last))
     redis.call('HDEL', KEYS[3], unpack(ARGV, first, last))
     redis.call('HDEL', KEYS[3], unpack(fields))
     out, nd = string.rep('1', n), n
   else
-    local done, gone, answers, ng = {}, {}, {}, 0
+    local gone, answers, ng = {}, {}, 0
+    done = {}
     nd, acked, i = 0, {}, 0
     for group = 1, g do
       local token, k = ARGV[at + 2 * group], tonumber(ARGV[at + 1 + 2 * group])
@@ -553,6 +561,7 @@ local function bury(id, m, reason, now)
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
   if (m.dedup or 0) > 0 then reserve({ m.dedup, id }, now) end
+  step_ended(id, now)
   announce_ends({ id }, 1, 1, 'dead', reason)
 end
 

@@ -1,6 +1,6 @@
 -- requeue_expired.lua: deliveries whose ack deadline passed go back to `delayed`, due now, or
 -- to `dead` when they have used max_attempts.
--- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (no far bucket); KEYS[18], KEYS[19] the topic's
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua (no far bucket); KEYS[19], KEYS[20] the topic's
 --   history (minutes, hours: history/merge.lua is prepended), where the topic's backlog is
 --   sampled into the current minute: the back pool sweeps each topic every two minutes at
 --   most, so a topic nothing happens on has its backlog charted too, at no call of its own
@@ -44,10 +44,10 @@ prune_key_times(now * 1000)
 local dropped = trim_dead(now, ARGV[5], ARGV[6])
 trim_results(now, tonumber(ARGV[7]))
 unwait_expired(now)
-if KEYS[19] then
+if KEYS[20] then
   local none = {}
   for i = 1, 4 + HISTORY_BINS do none[i] = 0 end
-  history_merge(KEYS[18], KEYS[19], math.floor(now / 60000), none,
+  history_merge(KEYS[19], KEYS[20], math.floor(now / 60000), none,
     topic_backlog(KEYS[1], KEYS[12], KEYS[2], KEYS[9], now))
 end
 return { requeued, dead, next_deadline(), now, dropped }

@@ -1,0 +1,26 @@
+-- create.lua: writes a new flow, every step or none (the client checked the graph).
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] ttl (ms the flow is kept once it ended)   ARGV[4] start grace (ms: a flow whose
+--   start did not finish, its first steps never sent, is removed after it)
+-- ARGV[5] n, then n groups of name, record (JSON), dependencies count, payload
+-- Returns 'created', or 'exists' (a flow of this id is there; nothing was written).
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+local now = now_ms()
+local n = tonumber(ARGV[5])
+for i = 0, n - 1 do
+  local at = 6 + 4 * i
+  local name, rec, deps, payload = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3]
+  redis.call('HSET', KEYS[2], name, rec)
+  redis.call('HSET', KEYS[5], name, payload)
+  if deps > 0 then
+    redis.call('HSET', KEYS[4], name, deps)
+    put_state(name, { state = 'waiting', gen = 0 })
+  else
+    put_state(name, { state = 'ready', gen = 0 })
+    redis.call('SADD', KEYS[6], name)
+  end
+end
+redis.call('HSET', KEYS[1], 'state', 'running', 'created', now, 'steps', n, 'left', n,
+  'ttl', ARGV[3], 'starting', 1)
+keep_for(tonumber(ARGV[4]))
+return 'created'

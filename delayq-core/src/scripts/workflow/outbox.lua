@@ -1,0 +1,8 @@
+-- outbox.lua: the steps ready to be sent (for a start, a recovery, or after a retry).
+-- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- Returns { state of the flow (false: no such flow), { { name, gen, topic, options, payload },
+-- ... } }.
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return { false, {} } end
+if state == 'cancelled' then return { state, {} } end
+return { state, outbox() }

@@ -1,0 +1,128 @@
+-- prelude.lua: shared by the workflow scripts (the parts a script uses are prepended).
+--
+-- Every script of a flow takes its keys in this order, all under the flow's hash tag
+-- (`ns:{flow:<id>}:...`), so on a cluster a flow lives in a slot of its own, apart from its
+-- steps' topics:
+--   KEYS[1] meta     HASH: state (running, done, failed, cancelled), reason, created, ended,
+--                    steps, left (steps not ended), ttl (ms it is kept once it ended)
+--   KEYS[2] rec      HASH step name -> its fixed record, JSON: topic, options, `next` (the
+--                    steps that wait for it, with the policy of each edge)
+--   KEYS[3] state    HASH step name -> "<state> <gen> <sent ms> <ended ms>\n<reason>"
+--   KEYS[4] waiting  HASH step name -> how many of its dependencies have not ended as it needs
+--   KEYS[5] payload  HASH step name -> its payload (JSON)
+--   KEYS[6] out      SET of the steps ready to be sent to their topics (the flow's outbox)
+-- and ARGV[1] the flow's end channel, ARGV[2] the command that publishes on it.
+--
+-- A step is `waiting` (for dependencies), `ready` (in `out`: to be sent), `sent` (a message of
+-- its topic, id "<flow>\31<step>\31<gen>"), `done`, `failed` (dead, or a dependency it needed
+-- failed) or `cancelled`. `gen` counts the step's runs by retry_flow: a message of an older
+-- gen that ends changes nothing. Scripts change the flow; the messages are sent, and ended
+-- steps reported, by the client, each call idempotent, so that a crash between any two calls
+-- loses nothing and runs nothing twice (see workflow/mod.rs).
+
+local FINAL = { done = true, failed = true, cancelled = true }
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function get_state(name)
+  local raw = redis.call('HGET', KEYS[3], name)
+  if not raw then return nil end
+  local s, gen, sent, ended, reason = string.match(raw, '^(%a+) (%d+) (%d+) (%d+)\n(.*)$')
+  if not s then return nil end
+  return { state = s, gen = tonumber(gen), sent = tonumber(sent), ended = tonumber(ended),
+    reason = reason }
+end
+
+local function put_state(name, st)
+  redis.call('HSET', KEYS[3], name, string.format('%s %d %d %d\n%s', st.state, st.gen,
+    st.sent or 0, st.ended or 0, st.reason or ''))
+end
+
+local function record(name)
+  local raw = redis.call('HGET', KEYS[2], name)
+  if not raw then return nil end
+  local ok, rec = pcall(cjson.decode, raw)
+  if ok and type(rec) == 'table' then return rec end
+  return nil
+end
+
+-- Every key of the flow, kept `ms` more (nil: for good).
+local function keep_for(ms)
+  for i = 1, 6 do
+    if ms then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('PERSIST', KEYS[i]) end
+  end
+end
+
+-- The flow ended (every step ended) or failed: kept `ttl` from now; its waits hear it.
+local function flow_ended(state, reason, now)
+  redis.call('HSET', KEYS[1], 'state', state, 'ended', now)
+  if reason then redis.call('HSET', KEYS[1], 'reason', reason) end
+  keep_for(tonumber(redis.call('HGET', KEYS[1], 'ttl')))
+  redis.call(ARGV[2], ARGV[1], state)
+end
+
+-- One dependency of `d` ended as `d` needs (done, or failed behind an Ignore edge): `d` is
+-- ready once none is left.
+local function one_less(d)
+  if redis.call('HINCRBY', KEYS[4], d, -1) <= 0 then
+    local st = get_state(d)
+    if st and st.state == 'waiting' then
+      st.state = 'ready'
+      put_state(d, st)
+      redis.call('SADD', KEYS[6], d)
+    end
+  end
+end
+
+-- Step `name` failed (`reason`): each dependent behind a Fail edge fails too, without running,
+-- and so on down; behind an Ignore edge it counts as ended. Returns the first failure that
+-- fails the flow (a step with a Fail edge, or with no dependent at all), or nil. Counts the
+-- steps that ended in `left`.
+local function fail(name, st, reason, now)
+  local failing, first = { { name, st, reason } }, nil
+  local ended = 0
+  while #failing > 0 do
+    local f = table.remove(failing)
+    local fname, fst, freason = f[1], f[2], f[3]
+    fst.state, fst.reason, fst.ended = 'failed', freason, now
+    put_state(fname, fst)
+    redis.call('SREM', KEYS[6], fname)
+    ended = ended + 1
+    local rec = record(fname) or {}
+    local nexts = rec.next or {}
+    local fails_flow = #nexts == 0
+    for _, edge in ipairs(nexts) do
+      local d, policy = edge[1], edge[2]
+      if policy == 'ignore' then
+        one_less(d)
+      else
+        fails_flow = true
+        local dst = get_state(d)
+        if dst and (dst.state == 'waiting' or dst.state == 'ready') then
+          failing[#failing + 1] = { d, dst, 'after ' .. fname .. ' failed: ' .. freason }
+        end
+      end
+    end
+    if fails_flow and not first then first = fname .. ': ' .. freason end
+  end
+  redis.call('HINCRBY', KEYS[1], 'left', -ended)
+  return first
+end
+
+-- The flow's outbox: { name, gen, topic, options JSON, payload } of each step ready to send.
+local function outbox()
+  local out = {}
+  for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+    local st, rec = get_state(name), record(name)
+    if st and rec and st.state == 'ready' then
+      out[#out + 1] = { name, st.gen, rec.topic, cjson.encode(rec.opts or {}),
+        redis.call('HGET', KEYS[5], name) or 'null' }
+    else
+      redis.call('SREM', KEYS[6], name)
+    end
+  end
+  return out
+end

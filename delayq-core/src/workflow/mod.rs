@@ -1,0 +1,34 @@
+//! Workflows: a [`Flow`] is a DAG of steps over any topics, each step an ordinary message of
+//! its topic; a step is sent when every dependency ended as its edge needs (`OnFailure`).
+//!
+//! A flow lives in a slot of its own (`ns:{flow:<id>}:...`, see
+//! `scripts/workflow/prelude.lua`), apart from its steps' topics, so on Redis Cluster no script
+//! spans both. Each state change is one script on one side, and the calls between them are
+//! idempotent, so a crash of any process between any two of them loses no step and runs none
+//! twice:
+//!
+//! 1. `start_flow` writes the whole flow (`create.lua`; kept an hour only, until a step is
+//!    sent), sends the steps without dependencies, marks them sent (`sent.lua`) and indexes
+//!    the flow. A step's message id is `<flow>\x1f<step>\x1f<gen>` and is sent with
+//!    `dedup_for` the flow's ttl: sent again (a retried call), it is a duplicate, pending or
+//!    ended.
+//! 2. A step's message ends (acked with its value, dead, or cancelled): the topic's script notes
+//!    it in the topic's `steps` set, in the same step (`step_ended` in the delay prelude).
+//! 3. The runtime then settles it in its flow (`settle.lua`: the steps that waited for it become
+//!    ready, or fail under a Fail edge), sends the flow's ready steps, marks them sent, and
+//!    drops the note. The back pool's sweep does the same for notes left by a crash.
+//!
+//! - `build.rs`: [`Flow`], its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
+//!   starting, sending the outbox, settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
+//!   `flows`, `wait_flow`; `actions.rs`: `retry_flow`, `cancel_flow`.
+
+mod actions;
+mod build;
+mod keys;
+mod read;
+mod start;
+
+pub use build::{Flow, OnFailure, MAX_FLOW_STEPS};
+pub use keys::{is_step_id, FlowId};
+pub use read::{FlowInfo, FlowState, StepInfo, StepState};
+pub use start::{settle_ended_steps, settle_step, StepEnd};

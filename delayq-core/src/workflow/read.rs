@@ -1,0 +1,325 @@
+//! Reading flows: [`FlowInfo`] (`Producer::flow`), the namespace's flows, and `wait_flow`.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::build::OnFailure;
+use super::keys::{index_key, FlowId};
+use crate::error::{Error, Result};
+use crate::producer::Producer;
+use crate::time::ms_to_time;
+
+/// How a flow stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowState {
+    /// Steps wait, are ready or run.
+    Running,
+    /// Every step ended, none failed behind a Fail edge.
+    Done,
+    /// A step failed and a step (or the flow) needed it: some step will never run.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl FlowState {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => FlowState::Running,
+            "done" => FlowState::Done,
+            "failed" => FlowState::Failed,
+            "cancelled" => FlowState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// The state's name (`running`, `done`, `failed`, `cancelled`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowState::Running => "running",
+            FlowState::Done => "done",
+            FlowState::Failed => "failed",
+            FlowState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// How a step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepState {
+    /// It waits for steps it needs.
+    Waiting,
+    /// Ready: being sent to its topic.
+    Ready,
+    /// Its message is in its topic (delayed, due or running).
+    Sent,
+    /// Its handler succeeded.
+    Done,
+    /// Dead, or a step it needed failed (then it never ran).
+    Failed,
+    /// Cancelled with the flow.
+    Cancelled,
+}
+
+impl StepState {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "waiting" => StepState::Waiting,
+            "ready" => StepState::Ready,
+            "sent" => StepState::Sent,
+            "done" => StepState::Done,
+            "failed" => StepState::Failed,
+            "cancelled" => StepState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// The state's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StepState::Waiting => "waiting",
+            StepState::Ready => "ready",
+            StepState::Sent => "sent",
+            StepState::Done => "done",
+            StepState::Failed => "failed",
+            StepState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One step of a flow as it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepInfo {
+    /// Its name.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// How it stands.
+    pub state: StepState,
+    /// Its run: 0, then one more each time `retry_flow` runs it again.
+    pub gen: u64,
+    /// The steps it waits for, with each edge's policy.
+    pub after: Vec<(String, OnFailure)>,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// When it was sent, and when it ended (Redis' clock).
+    pub sent_at: Option<SystemTime>,
+    /// When it ended.
+    pub ended_at: Option<SystemTime>,
+    /// Its message's id in its topic (for `find` and `result`).
+    pub message_id: String,
+}
+
+/// A flow as it stands: `Producer::flow`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowInfo {
+    /// Its id.
+    pub id: FlowId,
+    /// How it stands.
+    pub state: FlowState,
+    /// Why it failed (the first failing step and its reason).
+    pub reason: Option<String>,
+    /// When it was started, and when it ended.
+    pub created_at: SystemTime,
+    /// When it ended.
+    pub ended_at: Option<SystemTime>,
+    /// Its steps, sorted by name.
+    pub steps: Vec<StepInfo>,
+}
+
+fn when(ms: Option<&String>) -> Option<SystemTime> {
+    ms.and_then(|m| m.parse::<u64>().ok())
+        .filter(|&m| m > 0)
+        .map(ms_to_time)
+}
+
+impl Producer {
+    /// How flow `id` stands, each step with its state; `None` when there is no such flow
+    /// (never started, or removed `ttl` after it ended).
+    ///
+    /// # Errors
+    /// [`Error::InvalidFlow`](crate::Error::InvalidFlow) when its record is not delayq's (a
+    /// hand edit), naming the key; [`Error::Redis`](crate::Error::Redis).
+    pub async fn flow(&self, id: &FlowId) -> Result<Option<FlowInfo>> {
+        let keys = self.flow_keys(id);
+        let (meta, recs, states): (
+            HashMap<String, String>,
+            HashMap<String, String>,
+            HashMap<String, String>,
+        ) = self
+            .conn
+            .run(|mut c| {
+                let keys = &keys;
+                async move {
+                    redis::pipe()
+                        .cmd("HGETALL")
+                        .arg(keys.meta())
+                        .cmd("HGETALL")
+                        .arg(keys.rec())
+                        .cmd("HGETALL")
+                        .arg(keys.state())
+                        .query_async(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        let Some(state) = meta.get("state") else {
+            return Ok(None);
+        };
+        let bad = |what: String| Error::InvalidFlow {
+            reason: format!("flow {id}: {what} in {} is not delayq's", keys.meta()),
+        };
+        let state = FlowState::parse(state).ok_or_else(|| bad(format!("state {state:?}")))?;
+        let mut steps = Vec::new();
+        let mut names: Vec<&String> = states.keys().collect();
+        names.sort();
+        for name in names {
+            let raw = &states[name];
+            let (head, reason) = raw.split_once('\n').unwrap_or((raw, ""));
+            let f: Vec<&str> = head.split(' ').collect();
+            let (Some(s), Some(gen)) = (
+                f.first().and_then(|s| StepState::parse(s)),
+                f.get(1).and_then(|g| g.parse().ok()),
+            ) else {
+                return Err(bad(format!("step {name:?}")));
+            };
+            let rec: serde_json::Value = recs
+                .get(name)
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or_default();
+            let after = rec["after"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| {
+                            let policy = if e[1] == "ignore" {
+                                OnFailure::Ignore
+                            } else {
+                                OnFailure::Fail
+                            };
+                            Some((e[0].as_str()?.to_string(), policy))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            steps.push(StepInfo {
+                name: name.clone(),
+                topic: rec["topic"].as_str().unwrap_or_default().to_string(),
+                state: s,
+                gen,
+                after,
+                reason: (!reason.is_empty()).then(|| reason.to_string()),
+                sent_at: when(f.get(2).map(|s| s.to_string()).as_ref()),
+                ended_at: when(f.get(3).map(|s| s.to_string()).as_ref()),
+                message_id: super::keys::step_message_id(id, name, gen).to_string(),
+            });
+        }
+        Ok(Some(FlowInfo {
+            id: id.clone(),
+            state,
+            reason: meta.get("reason").cloned(),
+            created_at: when(meta.get("created")).unwrap_or(SystemTime::UNIX_EPOCH),
+            ended_at: when(meta.get("ended")),
+            steps,
+        }))
+    }
+
+    /// The namespace's flows, newest first: `(id, state)` of at most `limit`, those removed
+    /// after their ttl left out (and dropped from the index).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn flows(&self, limit: usize) -> Result<Vec<(FlowId, FlowState)>> {
+        let index = index_key(self.namespace());
+        let ids: Vec<String> = self
+            .conn
+            .run(|mut c| {
+                let index = &index;
+                async move {
+                    redis::cmd("ZRANGE")
+                        .arg(index)
+                        .arg(0)
+                        .arg(limit.max(1) as i64 - 1)
+                        .arg("REV")
+                        .query_async(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        let mut out = Vec::new();
+        for id in ids {
+            let fid = FlowId(id.clone());
+            let meta = self.flow_keys(&fid).meta().to_string();
+            let state: Option<String> = self
+                .conn
+                .run(|mut c| {
+                    let meta = &meta;
+                    async move {
+                        redis::cmd("HGET")
+                            .arg(meta)
+                            .arg("state")
+                            .query_async(&mut c)
+                            .await
+                    }
+                })
+                .await?;
+            match state.as_deref().and_then(FlowState::parse) {
+                Some(s) => out.push((fid, s)),
+                None => {
+                    let _: redis::RedisResult<()> = self
+                        .conn
+                        .run(|mut c| {
+                            let (index, id) = (&index, &id);
+                            async move {
+                                redis::cmd("ZREM")
+                                    .arg(index)
+                                    .arg(id)
+                                    .query_async(&mut c)
+                                    .await
+                            }
+                        })
+                        .await;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits at most `timeout` for flow `id` to end: its state then (`Running` when the
+    /// timeout passed first). A flow that failed ends the wait at once, other steps still
+    /// running or not. `None`: no such flow.
+    ///
+    /// # Errors
+    /// As [`flow`](Producer::flow).
+    pub async fn wait_flow(&self, id: &FlowId, timeout: Duration) -> Result<Option<FlowState>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let meta = self.flow_keys(id).meta().to_string();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let state: Option<String> = self
+                .conn
+                .run(|mut c| {
+                    let meta = &meta;
+                    async move {
+                        redis::cmd("HGET")
+                            .arg(meta)
+                            .arg("state")
+                            .query_async(&mut c)
+                            .await
+                    }
+                })
+                .await?;
+            let state = match state {
+                None => return Ok(None),
+                Some(s) => FlowState::parse(&s).ok_or_else(|| Error::InvalidFlow {
+                    reason: format!("flow {id}: state {s:?} in {meta} is not delayq's"),
+                })?,
+            };
+            if state != FlowState::Running || tokio::time::Instant::now() >= deadline {
+                return Ok(Some(state));
+            }
+            tokio::time::sleep_until((tokio::time::Instant::now() + pause).min(deadline)).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
+        }
+    }
+}

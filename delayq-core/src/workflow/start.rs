@@ -1,0 +1,328 @@
+//! Starting a flow, sending its ready steps, and settling a step whose message ended: each a
+//! script on one side and idempotent calls between (see `mod.rs`).
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::Value;
+use serde_json::value::RawValue;
+
+use super::build::{check, Flow, FLOW_TTL};
+use super::keys::{index_key, parse_step_id, step_message_id, FlowId, FlowKeys, SCRIPTS};
+use crate::delay::{Outcome, Priority, SendOptions, TopicKeys};
+use crate::error::{Error, Result};
+use crate::id::MessageId;
+use crate::producer::Producer;
+use crate::time::millis;
+
+/// A flow whose start did not finish (its first steps never sent) is removed after this.
+const START_GRACE: Duration = Duration::from_secs(3600);
+/// Steps sent at once.
+const SEND_CONCURRENCY: usize = 64;
+/// Ended steps one sweep settles at most.
+const SWEEP_STEPS: isize = 200;
+
+/// How a flow step's message ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepEnd {
+    /// Acked.
+    Done,
+    /// Dead (or cancelled by hand), for this reason.
+    Failed(String),
+}
+
+/// A step of the outbox, as outbox.lua gives it.
+#[derive(Clone)]
+struct Outgoing {
+    name: String,
+    gen: u64,
+    topic: String,
+    options: serde_json::Value,
+    payload: String,
+}
+
+fn outgoing(v: &Value) -> Option<Outgoing> {
+    let Value::Array(f) = v else { return None };
+    let text = |i: usize| match f.get(i) {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let gen = match f.get(1) {
+        Some(Value::Int(n)) => *n as u64,
+        _ => text(1)?.parse().ok()?,
+    };
+    Some(Outgoing {
+        name: text(0)?,
+        gen,
+        topic: text(2)?,
+        options: serde_json::from_str(&text(3)?).ok()?,
+        payload: text(4)?,
+    })
+}
+
+impl Producer {
+    pub(crate) fn flow_keys(&self, id: &FlowId) -> FlowKeys {
+        FlowKeys::new(&self.conn, self.namespace(), id)
+    }
+
+    pub(crate) async fn flow_call(&self, inv: redis::ScriptInvocation<'static>) -> Result<Value> {
+        self.conn
+            .run(|mut c| {
+                let inv = &inv;
+                async move { inv.invoke_async(&mut c).await }
+            })
+            .await
+            .map_err(Error::Redis)
+    }
+
+    /// Starts `flow`: every step is written, or none (a bad flow is refused before anything
+    /// is written, naming the step); then the steps that wait for nothing are sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidFlow`](crate::Error::InvalidFlow) naming what is wrong (a cycle, with
+    /// its steps; an unknown or duplicate step; an invalid topic; a payload over the limit;
+    /// more than [`MAX_FLOW_STEPS`](crate::MAX_FLOW_STEPS) steps);
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
+    pub async fn start_flow(&self, flow: Flow) -> Result<FlowId> {
+        let ttl = flow.ttl.unwrap_or(FLOW_TTL);
+        let steps = check(flow, self.max_payload())?;
+        let id = FlowId(MessageId::generate().to_string());
+        let keys = self.flow_keys(&id);
+        let mut inv = keys.invoke(&SCRIPTS.create);
+        inv.arg(millis(ttl))
+            .arg(millis(START_GRACE))
+            .arg(steps.len());
+        for s in &steps {
+            inv.arg(&s.name).arg(&s.record).arg(s.deps).arg(&s.payload);
+        }
+        let reply = self.flow_call(inv).await?;
+        if !matches!(&reply, Value::SimpleString(s) if s == "created")
+            && !matches!(&reply, Value::BulkString(b) if b == b"created")
+        {
+            return Err(Error::unexpected("create flow", &reply));
+        }
+        self.send_outbox(&id, ttl).await?;
+        let now = crate::time::time_to_ms(std::time::SystemTime::now());
+        let index = index_key(self.namespace());
+        self.conn
+            .run(|mut c| {
+                let (index, id) = (&index, id.as_str());
+                async move {
+                    redis::cmd("ZADD")
+                        .arg(index)
+                        .arg(now)
+                        .arg(id)
+                        .query_async::<()>(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// Sends the flow's ready steps (each under its step id, reserved for `ttl` once it ends,
+    /// so a second send is a duplicate) and marks them sent.
+    pub(crate) async fn send_outbox(&self, id: &FlowId, ttl: Duration) -> Result<usize> {
+        let keys = self.flow_keys(id);
+        let reply = self.flow_call(keys.invoke(&SCRIPTS.outbox)).await?;
+        let Value::Array(parts) = reply else {
+            return Err(Error::unexpected("flow outbox", &reply));
+        };
+        let steps: Vec<Outgoing> = match parts.get(1) {
+            Some(Value::Array(list)) => list.iter().filter_map(outgoing).collect(),
+            _ => Vec::new(),
+        };
+        self.send_steps(id, &steps, ttl).await?;
+        if steps.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = keys.invoke(&SCRIPTS.sent);
+        inv.arg(steps.len());
+        for s in &steps {
+            inv.arg(&s.name).arg(s.gen);
+        }
+        self.flow_call(inv).await?;
+        Ok(steps.len())
+    }
+
+    async fn send_steps(&self, id: &FlowId, steps: &[Outgoing], ttl: Duration) -> Result<()> {
+        let sends = steps
+            .iter()
+            .cloned()
+            .map(|s| self.send_step(id.clone(), s, ttl));
+        let results: Vec<Result<()>> = futures_util::stream::iter(sends)
+            .buffer_unordered(SEND_CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+
+    async fn send_step(&self, id: FlowId, s: Outgoing, ttl: Duration) -> Result<()> {
+        let id = &id;
+        {
+            let o = &s.options;
+            let mut options = SendOptions::new()
+                .delay(Duration::from_millis(o["delay_ms"].as_u64().unwrap_or(0)))
+                .id(step_message_id(id, &s.name, s.gen).as_str())
+                .dedup_for(ttl);
+            options.trusted_id = true;
+            if let Some(p) = o["priority"].as_u64() {
+                options = options.priority(Priority::Level(p.min(255) as u8));
+            }
+            if let Some(k) = o["key"].as_str() {
+                options = options.key(k);
+            }
+            if let Some(n) = o["max_attempts"].as_u64() {
+                options = options.max_attempts(n as u32);
+            }
+            let payload =
+                RawValue::from_string(s.payload.clone()).map_err(|e| Error::InvalidFlow {
+                    reason: format!("step {:?}: stored payload: {e}", s.name),
+                })?;
+            self.send_with(&s.topic, &*payload, options)
+                .await
+                .map(|_| ())
+        }
+    }
+}
+
+/// Settles the flow step whose message `id` of `keys`' topic ended as `end`: the steps that
+/// waited for it are sent, then the topic's note of it is dropped. Idempotent: a second call
+/// (after a crash) changes nothing twice.
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call (the
+/// note stays: the back pool's sweep settles it later).
+pub async fn settle_step(
+    p: &Producer,
+    keys: &TopicKeys,
+    id: &MessageId,
+    end: &StepEnd,
+) -> Result<()> {
+    let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
+        return Ok(());
+    };
+    let fk = p.flow_keys(&flow);
+    let mut inv = fk.invoke(&SCRIPTS.settle);
+    let (kind, reason) = match end {
+        StepEnd::Done => ("done", ""),
+        StepEnd::Failed(r) => ("dead", r.as_str()),
+    };
+    inv.arg(&name).arg(gen).arg(kind).arg(reason);
+    let reply = p.flow_call(inv).await?;
+    let ttl = match &reply {
+        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") =>
+        {
+            let ttl: Option<u64> = p
+                .conn
+                .run(|mut c| {
+                    let meta = fk.meta().to_string();
+                    async move {
+                        redis::cmd("HGET")
+                            .arg(meta)
+                            .arg("ttl")
+                            .query_async(&mut c)
+                            .await
+                    }
+                })
+                .await?;
+            Some(ttl.map_or(FLOW_TTL, Duration::from_millis))
+        }
+        _ => None,
+    };
+    if let Some(ttl) = ttl {
+        p.send_outbox(&flow, ttl).await?;
+    }
+    let steps = keys.steps.clone();
+    p.conn
+        .run(|mut c| {
+            let (steps, id) = (&steps, id.as_str());
+            async move {
+                redis::cmd("ZREM")
+                    .arg(steps)
+                    .arg(id)
+                    .query_async::<()>(&mut c)
+                    .await
+            }
+        })
+        .await?;
+    Ok(())
+}
+
+/// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
+/// not settled yet (a process died between the end and the settle); returns how many.
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
+pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration) -> Result<usize> {
+    let steps = keys.steps.clone();
+    let noted: Vec<(String, f64)> = p
+        .conn
+        .run(|mut c| {
+            let steps = &steps;
+            async move {
+                redis::cmd("ZRANGE")
+                    .arg(steps)
+                    .arg(0)
+                    .arg(SWEEP_STEPS - 1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            }
+        })
+        .await?;
+    if noted.is_empty() {
+        return Ok(0);
+    }
+    let now = crate::time::time_to_ms(std::time::SystemTime::now()) as f64;
+    let ids: Vec<MessageId> = noted
+        .iter()
+        .filter(|(_, at)| *at <= now - millis(older) as f64)
+        .map(|(id, _)| MessageId::from_stored(id.clone()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
+    let mut settled = 0;
+    for (id, outcome) in ids.iter().zip(outcomes) {
+        let end = match outcome {
+            Outcome::Done(_) => StepEnd::Done,
+            Outcome::Dead { reason } => StepEnd::Failed(reason),
+            Outcome::Cancelled | Outcome::Unknown => {
+                StepEnd::Failed("its message was cancelled, or is gone".into())
+            }
+            // Sent again (a retry of the flow's start): not ended.
+            Outcome::Pending => continue,
+        };
+        settle_step(p, keys, id, &end).await?;
+        settled += 1;
+    }
+    Ok(settled)
+}
+
+impl crate::delay::TopicQueue {
+    /// Settles the flow step whose message `id` ended as `end` (see [`settle_step`]); a
+    /// message that is not a flow step's is left alone.
+    ///
+    /// # Errors
+    /// As [`settle_step`].
+    pub async fn settle_step(&self, id: &MessageId, end: &StepEnd) -> Result<()> {
+        if !super::keys::is_step_id(id.as_str()) {
+            return Ok(());
+        }
+        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
+        settle_step(&p, self.keys(), id, end).await
+    }
+
+    /// Settles the flow steps whose messages ended at least `older` ago and are not settled
+    /// (see [`settle_ended_steps`]).
+    ///
+    /// # Errors
+    /// As [`settle_ended_steps`].
+    pub async fn settle_ended_steps(&self, older: Duration) -> Result<usize> {
+        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
+        settle_ended_steps(&p, self.keys(), older).await
+    }
+}
