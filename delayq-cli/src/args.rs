@@ -74,6 +74,19 @@ pub(crate) enum Command {
     /// Dead letters: list, show, replay or purge.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Flows, newest first, with their state: `--state failed` for the failed ones.
+    Flows {
+        /// Only the flows in this state: running, done, failed or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        /// How many of the newest to look at.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// One flow: `show ID` (its steps as a tree, each with its state and run), `retry ID`
+    /// (its failed and cancelled steps and what is downstream run again), `cancel ID`.
+    #[command(subcommand)]
+    Flow(FlowCommand),
     /// Every stream with its length, dead letters and consumer groups.
     Streams,
     /// Every waiting room with how many wait and how many are inside.
@@ -161,6 +174,16 @@ pub(crate) enum ScheduleCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum FlowCommand {
+    /// The flow's steps as a tree, each with its topic, state and run.
+    Show { id: String },
+    /// Runs its failed and cancelled steps, and every step downstream of them, again.
+    Retry { id: String },
+    /// Cancels it: steps not sent never run, those pending in their topics are removed.
+    Cancel { id: String },
 }
 
 #[derive(Debug, Subcommand)]

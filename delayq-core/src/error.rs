@@ -217,7 +217,7 @@ pub enum Error {
         /// The message id.
         id: String,
         /// How it stands.
-        outcome: crate::delay::Unfinished,
+        outcome: Unfinished,
     },
     /// A flow that cannot be started: nothing was written.
     #[error("invalid flow: {reason}; nothing was written")]
@@ -257,6 +257,38 @@ impl Error {
         Error::UnexpectedReply {
             command,
             detail: format!("{reply:?}"),
+        }
+    }
+}
+
+/// How a message had not ended well, in [`Error::NotDone`] (`send_and_wait`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfinished {
+    /// It is dead, for this reason.
+    Dead(String),
+    /// It was cancelled.
+    Cancelled,
+    /// Still pending when the timeout passed.
+    TimedOut,
+    /// Not sent: the timeout passed before its end could be listened for (Redis did not
+    /// answer in time, or refuses pub/sub).
+    NotSent,
+    /// Nothing is known of it (purged, or gone before its end was heard).
+    Unknown,
+}
+
+impl std::fmt::Display for Unfinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfinished::Dead(reason) => write!(f, "it is dead: {reason}"),
+            Unfinished::Cancelled => f.write_str("it was cancelled"),
+            Unfinished::TimedOut => f.write_str("it was still pending when the timeout passed"),
+            Unfinished::NotSent => f.write_str(
+                "it was not sent: the timeout passed before its end could be listened for",
+            ),
+            Unfinished::Unknown => {
+                f.write_str("nothing is known of it (purged, or its outcome was not kept)")
+            }
         }
     }
 }

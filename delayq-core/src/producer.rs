@@ -58,9 +58,9 @@ pub struct Producer {
     pub(crate) layout_checked: Arc<tokio::sync::OnceCell<()>>,
     /// Sends that wait for replicas write and wait here (see replicated.rs).
     pub(crate) replicated: Arc<Replicated>,
-    /// The waits of this producer and its clones (see `delay/results/hub.rs`), made with
-    /// the first.
-    pub(crate) waits: Arc<std::sync::OnceLock<crate::delay::Hub>>,
+    /// The waits of this producer and its clones (`delay/results/hub.rs`'s hub), made with
+    /// the first; untyped, so that this shared part names no system.
+    pub(crate) waits: Arc<std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Producer {

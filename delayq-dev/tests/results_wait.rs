@@ -121,10 +121,25 @@ async fn values_are_kept_and_every_end_ends_a_wait() {
         Outcome::Cancelled
     );
 
-    // A unit handler: the wait hears its end; nothing is kept after.
+    // A unit handler: the wait hears its end (kept a minute for a wait that missed its
+    // announcement); one nobody waited for keeps nothing.
     let id = p.send("res.unit", &300u64, Duration::ZERO).await.unwrap();
     let heard: Outcome<()> = p.wait("res.unit", &id, t).await.unwrap();
     assert_eq!(heard, Outcome::Done(()));
+    assert_eq!(
+        p.result::<()>("res.unit", &id).await.unwrap(),
+        Outcome::Done(())
+    );
+    let id = p.send("res.unit", &0u64, Duration::ZERO).await.unwrap();
+    let deadline = Instant::now() + t;
+    loop {
+        let c = p.counts("res.unit").await.unwrap();
+        if c.delayed + c.inflight == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        sleep_ms(10).await;
+    }
     assert_eq!(
         p.result::<()>("res.unit", &id).await.unwrap(),
         Outcome::Unknown

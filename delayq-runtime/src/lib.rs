@@ -71,6 +71,7 @@ mod handler;
 mod health;
 mod leader;
 mod meter;
+mod mode;
 mod options;
 mod registry;
 mod room;
@@ -98,6 +99,7 @@ mod worker;
 /// - [`flow_control`](guide::flow_control): rate limits, `retry_after`, debounce, bounded
 ///   dead letters.
 /// - [`results`](guide::results): a handler's value kept, `wait` and `send_and_wait`.
+/// - [`workflows`](guide::workflows): flows of steps across topics, failure policy, retry.
 /// - [`operating`](guide::operating): the `delayq` CLI, dead letters, health, metrics, traces
 ///   and the dashboard.
 /// - [`guarantees`](guide::guarantees): what holds under which Redis settings, and the test
@@ -135,6 +137,9 @@ pub mod guide {
     pub mod results {
         #![doc = include_str!("../guide/results.md")]
     }
+    pub mod workflows {
+        #![doc = include_str!("../guide/workflows.md")]
+    }
     pub mod operating {
         #![doc = include_str!("../guide/operating.md")]
     }
@@ -149,12 +154,13 @@ pub use delay::{Message, TopicDelivery};
 /// kinds of component (see [`RuntimeHandle::config`]).
 pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
 pub use delayq_core::{
-    AckError, Cancelled, CatchUp, DeadLetter, Error, FoundMessage, GroupStats, History,
-    HistoryPoint, LeaderLease, Leadership, MessageId, Outcome, Outcomes, PendingMessage, Place,
-    Priority, Producer, PublishOptions, RoomConfig, RoomCounts, RoomStatus, Schedule,
-    ScheduleChange, ScheduleInfo, SendOptions, SendOutcome, StreamDeadLetter, StreamStats,
-    TickOutcome, TickReport, TopicCounts, TopicStats, Unfinished, UrlOrigin, WaitingRoom,
-    CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER, LAYOUT_VERSION,
+    AckError, Cancelled, CatchUp, DeadLetter, Error, Flow, FlowId, FlowInfo, FlowState,
+    FoundMessage, GroupStats, History, HistoryPoint, LeaderLease, Leadership, MessageId, OnFailure,
+    Outcome, Outcomes, PendingMessage, Place, Priority, Producer, PublishOptions, RoomConfig,
+    RoomCounts, RoomStatus, Schedule, ScheduleChange, ScheduleInfo, SendOptions, SendOutcome,
+    StepInfo, StepState, StreamDeadLetter, StreamStats, TickOutcome, TickReport, TopicCounts,
+    TopicStats, Unfinished, UrlOrigin, WaitingRoom, CATCH_UP_ALL_MAX, DEFAULT_MISFIRE_AFTER,
+    LAYOUT_VERSION,
 };
 pub use delayq_macros::{delay_listener, leader_task, scheduled, stream_listener};
 /// The ack modes behind [`Handler`]; the compiler picks one from a listener's shape.

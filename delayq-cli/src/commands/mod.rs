@@ -3,6 +3,7 @@
 
 mod config;
 mod dead;
+mod flows;
 mod outcome;
 mod result;
 mod schedules;
@@ -122,6 +123,8 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             })?;
         }
         Command::Result { topic, id, wait } => result::run(&p, json, (topic, id, wait)).await?,
+        Command::Flows { state, limit } => flows::list(&p, json, state, limit).await?,
+        Command::Flow(command) => flows::run(&p, json, command).await?,
         Command::Cancel { topic, id } => {
             known_topic(&p, &topic).await?;
             let id = message_id(&id)?;

@@ -9,6 +9,7 @@ mod cli_config;
 mod cli_config_secrets;
 mod cli_find;
 mod cli_flow_control;
+mod cli_flows;
 mod cli_history;
 mod cli_result;
 mod cli_usage_errors;

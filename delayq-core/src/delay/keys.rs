@@ -60,7 +60,8 @@ pub struct TopicKeys {
     /// HASH id → the outcome kept for the message (`result_ttl`): `done` with the handler's
     /// value, or `cancelled`.
     pub results: String,
-    /// ZSET id → when its kept outcome is dropped (ms).
+    /// ZSET id → when its message ended (ms): past `result_ttl` or `results_max`, the oldest
+    /// kept outcomes are dropped (each record also says until when it is read).
     pub results_by: String,
     /// ZSET id → when it ended (ms): the flow steps whose messages ended (acked, dead or
     /// cancelled) and that are not settled in their flow yet (`workflow/`).

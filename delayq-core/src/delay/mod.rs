@@ -23,6 +23,7 @@ mod buckets;
 mod call;
 mod claim;
 mod dead;
+mod due;
 mod envelope;
 mod find;
 mod flow;
@@ -53,7 +54,7 @@ pub use inspect::PendingMessage;
 pub use keys::TopicKeys;
 pub use queue::{NackOutcome, RequeueReport, TopicQueue, DEAD_DROP_PER_CALL, MAX_CLAIM_BATCH};
 pub use receipt::Receipt;
-pub(crate) use results::{outcomes_of, Hub};
+pub(crate) use results::outcomes_of;
 pub use results::{Outcome, Unfinished};
 pub use scripts::{WAKE_BACK, WAKE_BOSS, WAKE_CLAIMED, WAKE_TRAVEL};
 pub use send_options::{

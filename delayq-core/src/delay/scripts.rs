@@ -10,6 +10,8 @@ use super::receipt::{with_receipts, AnswerOrder, Receipt};
 use crate::id::MessageId;
 use crate::script::scripts;
 
+use super::due::when_kind;
+pub(crate) use super::due::Due;
 pub(crate) use super::read_scripts::{
     list, list_far, list_one, purge_dead, purge_dead_one, replay_oldest, replay_one, State,
 };
@@ -105,51 +107,6 @@ fn with_deliveries(
 }
 
 // One typed builder per script, each with the arguments its header lists, in that order.
-
-/// When a message becomes due, as the scripts take it (`when_kind`, `when`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Due {
-    /// Milliseconds from the Redis server's now.
-    InMs(u64),
-    /// Unix milliseconds.
-    AtMs(u64),
-}
-
-impl Due {
-    /// The due time in unix ms by this machine's clock (for a delay, an estimate of the
-    /// server's).
-    pub(crate) fn expected_unix_ms(self) -> u64 {
-        match self {
-            Due::InMs(ms) => {
-                crate::time::time_to_ms(std::time::SystemTime::now()).saturating_add(ms)
-            }
-            Due::AtMs(ms) => ms,
-        }
-    }
-
-    /// Whether it is unix ms, and its ms.
-    pub(crate) fn at_and_ms(self) -> (bool, u64) {
-        match self {
-            Due::InMs(ms) => (false, ms),
-            Due::AtMs(ms) => (true, ms),
-        }
-    }
-
-    /// The scripts' `when_kind` and `when`.
-    fn kind_and_ms(self) -> (&'static str, u64) {
-        let (at, ms) = self.at_and_ms();
-        (when_kind(at), ms)
-    }
-}
-
-/// The scripts' `when_kind` of a due time: unix ms (`at`) or ms from the server's now.
-fn when_kind(at: bool) -> &'static str {
-    if at {
-        "at"
-    } else {
-        "delay"
-    }
-}
 
 /// What every message of one `send.lua` call shares.
 pub(crate) struct Outgoing<'a> {
@@ -293,7 +250,8 @@ pub(crate) fn requeue_expired(
         .arg(default_max_attempts)
         .arg(flow.dead_max)
         .arg(flow.dead_ttl_ms)
-        .arg(flow.results_max);
+        .arg(flow.results_max)
+        .arg(flow.result_ttl_ms);
     inv
 }
 

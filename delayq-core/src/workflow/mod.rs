@@ -18,17 +18,19 @@
 //!    ready, or fail under a Fail edge), sends the flow's ready steps, marks them sent, and
 //!    drops the note. The back pool's sweep does the same for notes left by a crash.
 //!
-//! - `build.rs`: [`Flow`], its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
-//!   starting, sending the outbox, settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
+//! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
+//!   starting, sending the outbox; `settle.rs`: settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
 //!   `flows`, `wait_flow`; `actions.rs`: `retry_flow`, `cancel_flow`.
 
 mod actions;
 mod build;
+mod check;
 mod keys;
 mod read;
+mod settle;
 mod start;
 
 pub use build::{Flow, OnFailure, MAX_FLOW_STEPS};
 pub use keys::{is_step_id, FlowId};
 pub use read::{FlowInfo, FlowState, StepInfo, StepState};
-pub use start::{settle_ended_steps, settle_step, StepEnd};
+pub use settle::{settle_ended_steps, settle_step, StepEnd};

@@ -107,7 +107,7 @@ pub struct StepInfo {
     /// When it ended.
     pub ended_at: Option<SystemTime>,
     /// Its message's id in its topic (for `find` and `result`).
-    pub message_id: String,
+    pub message_id: crate::id::MessageId,
 }
 
 /// A flow as it stands: `Producer::flow`.
@@ -211,7 +211,7 @@ impl Producer {
                 reason: (!reason.is_empty()).then(|| reason.to_string()),
                 sent_at: when(f.get(2).map(|s| s.to_string()).as_ref()),
                 ended_at: when(f.get(3).map(|s| s.to_string()).as_ref()),
-                message_id: super::keys::step_message_id(id, name, gen).to_string(),
+                message_id: super::keys::step_message_id(id, name, gen),
             });
         }
         Ok(Some(FlowInfo {
@@ -292,7 +292,10 @@ impl Producer {
     /// # Errors
     /// As [`flow`](Producer::flow).
     pub async fn wait_flow(&self, id: &FlowId, timeout: Duration) -> Result<Option<FlowState>> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
         let meta = self.flow_keys(id).meta().to_string();
         let mut pause = Duration::from_millis(10);
         loop {

@@ -7,29 +7,20 @@ use futures_util::StreamExt;
 use redis::Value;
 use serde_json::value::RawValue;
 
-use super::build::{check, Flow, FLOW_TTL};
-use super::keys::{index_key, parse_step_id, step_message_id, FlowId, FlowKeys, SCRIPTS};
-use crate::delay::{Outcome, Priority, SendOptions, TopicKeys};
+use super::build::{Flow, FLOW_TTL};
+use super::check::check;
+use super::keys::{index_key, step_message_id, FlowId, FlowKeys, SCRIPTS};
+use crate::delay::{Priority, SendOptions};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::producer::Producer;
 use crate::time::millis;
 
-/// A flow whose start did not finish (its first steps never sent) is removed after this.
+/// A flow whose start did not finish (its first steps never sent) is removed after this (and
+/// its steps' longest delay).
 const START_GRACE: Duration = Duration::from_secs(3600);
 /// Steps sent at once.
 const SEND_CONCURRENCY: usize = 64;
-/// Ended steps one sweep settles at most.
-const SWEEP_STEPS: isize = 200;
-
-/// How a flow step's message ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StepEnd {
-    /// Acked.
-    Done,
-    /// Dead (or cancelled by hand), for this reason.
-    Failed(String),
-}
 
 /// A step of the outbox, as outbox.lua gives it.
 #[derive(Clone)]
@@ -62,11 +53,11 @@ fn outgoing(v: &Value) -> Option<Outgoing> {
 }
 
 impl Producer {
-    pub(crate) fn flow_keys(&self, id: &FlowId) -> FlowKeys {
+    pub(super) fn flow_keys(&self, id: &FlowId) -> FlowKeys {
         FlowKeys::new(&self.conn, self.namespace(), id)
     }
 
-    pub(crate) async fn flow_call(&self, inv: redis::ScriptInvocation<'static>) -> Result<Value> {
+    pub(super) async fn flow_call(&self, inv: redis::ScriptInvocation<'static>) -> Result<Value> {
         self.conn
             .run(|mut c| {
                 let inv = &inv;
@@ -86,13 +77,15 @@ impl Producer {
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
     pub async fn start_flow(&self, flow: Flow) -> Result<FlowId> {
         let ttl = flow.ttl.unwrap_or(FLOW_TTL);
+        // A start that died after sending some steps: the record lasts until the latest of
+        // them is due, and an hour more (the first to end keeps it for good).
+        let latest = flow.steps.iter().map(|s| s.delay).max().unwrap_or_default();
+        let grace = START_GRACE.saturating_add(latest);
         let steps = check(flow, self.max_payload())?;
         let id = FlowId(MessageId::generate().to_string());
         let keys = self.flow_keys(&id);
         let mut inv = keys.invoke(&SCRIPTS.create);
-        inv.arg(millis(ttl))
-            .arg(millis(START_GRACE))
-            .arg(steps.len());
+        inv.arg(millis(ttl)).arg(millis(grace)).arg(steps.len());
         for s in &steps {
             inv.arg(&s.name).arg(&s.record).arg(s.deps).arg(&s.payload);
         }
@@ -123,7 +116,7 @@ impl Producer {
 
     /// Sends the flow's ready steps (each under its step id, reserved for `ttl` once it ends,
     /// so a second send is a duplicate) and marks them sent.
-    pub(crate) async fn send_outbox(&self, id: &FlowId, ttl: Duration) -> Result<usize> {
+    pub(super) async fn send_outbox(&self, id: &FlowId, ttl: Duration) -> Result<usize> {
         let keys = self.flow_keys(id);
         let reply = self.flow_call(keys.invoke(&SCRIPTS.outbox)).await?;
         let Value::Array(parts) = reply else {
@@ -184,145 +177,5 @@ impl Producer {
                 .await
                 .map(|_| ())
         }
-    }
-}
-
-/// Settles the flow step whose message `id` of `keys`' topic ended as `end`: the steps that
-/// waited for it are sent, then the topic's note of it is dropped. Idempotent: a second call
-/// (after a crash) changes nothing twice.
-///
-/// # Errors
-/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call (the
-/// note stays: the back pool's sweep settles it later).
-pub async fn settle_step(
-    p: &Producer,
-    keys: &TopicKeys,
-    id: &MessageId,
-    end: &StepEnd,
-) -> Result<()> {
-    let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
-        return Ok(());
-    };
-    let fk = p.flow_keys(&flow);
-    let mut inv = fk.invoke(&SCRIPTS.settle);
-    let (kind, reason) = match end {
-        StepEnd::Done => ("done", ""),
-        StepEnd::Failed(r) => ("dead", r.as_str()),
-    };
-    inv.arg(&name).arg(gen).arg(kind).arg(reason);
-    let reply = p.flow_call(inv).await?;
-    let ttl = match &reply {
-        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") =>
-        {
-            let ttl: Option<u64> = p
-                .conn
-                .run(|mut c| {
-                    let meta = fk.meta().to_string();
-                    async move {
-                        redis::cmd("HGET")
-                            .arg(meta)
-                            .arg("ttl")
-                            .query_async(&mut c)
-                            .await
-                    }
-                })
-                .await?;
-            Some(ttl.map_or(FLOW_TTL, Duration::from_millis))
-        }
-        _ => None,
-    };
-    if let Some(ttl) = ttl {
-        p.send_outbox(&flow, ttl).await?;
-    }
-    let steps = keys.steps.clone();
-    p.conn
-        .run(|mut c| {
-            let (steps, id) = (&steps, id.as_str());
-            async move {
-                redis::cmd("ZREM")
-                    .arg(steps)
-                    .arg(id)
-                    .query_async::<()>(&mut c)
-                    .await
-            }
-        })
-        .await?;
-    Ok(())
-}
-
-/// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
-/// not settled yet (a process died between the end and the settle); returns how many.
-///
-/// # Errors
-/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
-pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration) -> Result<usize> {
-    let steps = keys.steps.clone();
-    let noted: Vec<(String, f64)> = p
-        .conn
-        .run(|mut c| {
-            let steps = &steps;
-            async move {
-                redis::cmd("ZRANGE")
-                    .arg(steps)
-                    .arg(0)
-                    .arg(SWEEP_STEPS - 1)
-                    .arg("WITHSCORES")
-                    .query_async(&mut c)
-                    .await
-            }
-        })
-        .await?;
-    if noted.is_empty() {
-        return Ok(0);
-    }
-    let now = crate::time::time_to_ms(std::time::SystemTime::now()) as f64;
-    let ids: Vec<MessageId> = noted
-        .iter()
-        .filter(|(_, at)| *at <= now - millis(older) as f64)
-        .map(|(id, _)| MessageId::from_stored(id.clone()))
-        .collect();
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
-    let mut settled = 0;
-    for (id, outcome) in ids.iter().zip(outcomes) {
-        let end = match outcome {
-            Outcome::Done(_) => StepEnd::Done,
-            Outcome::Dead { reason } => StepEnd::Failed(reason),
-            Outcome::Cancelled | Outcome::Unknown => {
-                StepEnd::Failed("its message was cancelled, or is gone".into())
-            }
-            // Sent again (a retry of the flow's start): not ended.
-            Outcome::Pending => continue,
-        };
-        settle_step(p, keys, id, &end).await?;
-        settled += 1;
-    }
-    Ok(settled)
-}
-
-impl crate::delay::TopicQueue {
-    /// Settles the flow step whose message `id` ended as `end` (see [`settle_step`]); a
-    /// message that is not a flow step's is left alone.
-    ///
-    /// # Errors
-    /// As [`settle_step`].
-    pub async fn settle_step(&self, id: &MessageId, end: &StepEnd) -> Result<()> {
-        if !super::keys::is_step_id(id.as_str()) {
-            return Ok(());
-        }
-        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
-        settle_step(&p, self.keys(), id, end).await
-    }
-
-    /// Settles the flow steps whose messages ended at least `older` ago and are not settled
-    /// (see [`settle_ended_steps`]).
-    ///
-    /// # Errors
-    /// As [`settle_ended_steps`].
-    pub async fn settle_ended_steps(&self, older: Duration) -> Result<usize> {
-        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
-        settle_ended_steps(&p, self.keys(), older).await
     }
 }

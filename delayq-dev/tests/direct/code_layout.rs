@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 
 /// Module folders that are systems; everything else below the crate root is a shared part,
 /// except the crate's top layer (named per crate below), which may import anything.
-const SYSTEMS: &[&str] = &["delay", "stream", "leader", "room", "schedule"];
+const SYSTEMS: &[&str] = &["delay", "stream", "leader", "room", "schedule", "workflow"];
 
-/// The one system built on another: a schedule's ticks are delay-queue messages (API.md,
-/// "Schedules"), so `schedule/` may import `delay/`; no other crossing is allowed.
-const BUILDS_ON: &[(&str, &str)] = &[("schedule", "delay")];
+/// The systems built on another: a schedule's ticks are delay-queue messages (API.md,
+/// "Schedules"), and so are a flow's steps, so `schedule/` and `workflow/` may import
+/// `delay/`; no other crossing is allowed.
+const BUILDS_ON: &[(&str, &str)] = &[("schedule", "delay"), ("workflow", "delay")];
 
 type ModPath = Vec<String>;
 

@@ -1,9 +1,5 @@
-//! The waits of one producer (and its clones): every wait registers here, and one subscriber
-//! task listens on the end channels of the topics waited on, over one connection (a sharded
-//! subscription on a cluster), however many waits there are. The task starts with the first
-//! wait and ends, closing its connection, when none is left.
-//!
-//! An end is announced once, when it happens (see "Ends" in `scripts/delay/prelude.lua`), and
+//! The waits of one producer (and its clones): every wait registers here; one subscriber task
+//! (`subscriber.rs`) listens for them all, from the first wait to the last. An end is announced once, when it happens (see "Ends" in `scripts/delay/prelude.lua`), and
 //! pub/sub keeps nothing for a subscriber that was away. So whenever a channel is subscribed
 //! anew (after a reconnect, a failover or a slot move), and every `RECHECK_EVERY` while waits
 //! stand, the task reads how its waited-on messages stand (`outcome.lua`, in chunks) and
@@ -14,7 +10,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::super::keys::TopicKeys;
@@ -23,16 +18,9 @@ use crate::connection::RedisConn;
 use crate::id::MessageId;
 
 /// How often the waits still standing are read again.
-const RECHECK_EVERY: Duration = Duration::from_secs(5);
+pub(super) const RECHECK_EVERY: Duration = Duration::from_secs(5);
 /// Ids one read takes.
 const RECHECK_CHUNK: usize = 500;
-/// A subscriber connection's keepalive, and how long its PING may go unanswered.
-const PING_EVERY: Duration = Duration::from_secs(15);
-const PING_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one attempt to connect may take, and the retries' delays.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const RETRY_FROM: Duration = Duration::from_millis(100);
-const RETRY_UPTO: Duration = Duration::from_secs(5);
 
 type Reply = oneshot::Sender<RawOutcome>;
 
@@ -63,18 +51,20 @@ struct State {
     running: bool,
 }
 
-struct Inner {
-    conn: RedisConn,
+pub(super) struct Inner {
+    pub(super) conn: RedisConn,
     state: Mutex<State>,
     /// The channels changed: the task subscribes or unsubscribes.
-    changed: Notify,
+    pub(super) changed: Notify,
     /// Bumped whenever a channel becomes live.
-    live: watch::Sender<u64>,
+    pub(super) live: watch::Sender<u64>,
+    /// A read of the standing waits is under way: the next is not started over it.
+    rechecking: std::sync::atomic::AtomicBool,
 }
 
 /// The waits of a producer and its clones.
 #[derive(Clone)]
-pub(crate) struct Hub(Arc<Inner>);
+pub(crate) struct Hub(pub(super) Arc<Inner>);
 
 /// One registered wait; dropping it takes it off the hub.
 pub(crate) struct Waiter {
@@ -126,6 +116,7 @@ impl Hub {
             state: Mutex::default(),
             changed: Notify::new(),
             live: watch::channel(0).0,
+            rechecking: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -133,9 +124,15 @@ impl Hub {
         self.0.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a wait for message `id` of `keys`' topic (starting the task if need be);
-    /// `armed`: a read may answer it `Unknown` (see [`Waiter::arm`]).
-    pub(crate) fn register(&self, keys: &Arc<TopicKeys>, id: &MessageId, armed: bool) -> Waiter {
+    /// Registers a wait for message `id` of `keys`' topic; `armed`: a read may answer it
+    /// `Unknown` (see [`Waiter::arm`]). Also whether the subscriber task is to be started
+    /// (none runs: the caller spawns `subscriber::run`).
+    pub(crate) fn register(
+        &self,
+        keys: &Arc<TopicKeys>,
+        id: &MessageId,
+        armed: bool,
+    ) -> (Waiter, bool) {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         state.next += 1;
@@ -155,19 +152,20 @@ impl Hub {
             unknown_once: false,
             reply: tx,
         });
-        if !state.running {
+        let start = !state.running;
+        if start {
             state.running = true;
-            tokio::spawn(run(self.clone()));
         } else if fresh {
             self.0.changed.notify_one();
         }
-        Waiter {
+        let waiter = Waiter {
             hub: self.clone(),
             channel: keys.ended.clone(),
             id: id.clone(),
             token,
             answer: rx,
-        }
+        };
+        (waiter, start)
     }
 
     /// Waits until `channel` is subscribed, or `deadline`; whether it is.
@@ -221,7 +219,7 @@ impl Hub {
     }
 
     /// An announcement `<id>\n<kind>\n<body>` heard on `channel`.
-    fn heard(&self, channel: &[u8], payload: &[u8]) {
+    pub(super) fn heard(&self, channel: &[u8], payload: &[u8]) {
         let (Ok(channel), Some(i)) = (
             std::str::from_utf8(channel),
             payload.iter().position(|&b| b == b'\n'),
@@ -236,7 +234,7 @@ impl Hub {
     }
 
     /// Marks channels live (or all not live), telling the waits.
-    fn set_live(&self, channels: &[String], live: bool) {
+    pub(super) fn set_live(&self, channels: &[String], live: bool) {
         let mut state = self.lock();
         if live {
             for name in channels {
@@ -255,7 +253,14 @@ impl Hub {
 
     /// Reads how the messages waited on under `channels` (all when `None`) stand, and answers
     /// those that ended.
-    fn recheck(&self, channels: Option<Vec<String>>) {
+    pub(super) fn recheck(&self, channels: Option<Vec<String>>) {
+        use std::sync::atomic::Ordering;
+        // The periodic read of all is skipped while one is under way (a slow Redis); a read of
+        // channels just subscribed always runs.
+        if channels.is_none() && self.0.rechecking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let all = channels.is_none();
         let hub = self.clone();
         tokio::spawn(async move {
             let work: Vec<(String, Arc<TopicKeys>, Vec<MessageId>)> = {
@@ -285,13 +290,16 @@ impl Hub {
                     }
                 }
             }
+            if all {
+                hub.0.rechecking.store(false, Ordering::Release);
+            }
         });
     }
 
     /// The channels wanted now, and those of them not live; the task ends (`None`) when
     /// there are none. (A channel left and wanted again before the task looked is still
     /// subscribed, but its waits do not know it.)
-    fn wanted(&self) -> Option<(HashSet<String>, Vec<String>)> {
+    pub(super) fn wanted(&self) -> Option<(HashSet<String>, Vec<String>)> {
         let mut state = self.lock();
         if state.channels.is_empty() {
             state.running = false;
@@ -307,7 +315,7 @@ impl Hub {
     }
 
     /// Of `not_live`, those `subscribed` already are live: told, and read once.
-    fn relive(&self, not_live: Vec<String>, subscribed: &HashSet<String>) {
+    pub(super) fn relive(&self, not_live: Vec<String>, subscribed: &HashSet<String>) {
         let again: Vec<String> = not_live
             .into_iter()
             .filter(|c| subscribed.contains(c))
@@ -316,168 +324,5 @@ impl Hub {
             self.set_live(&again, true);
             self.recheck(Some(again));
         }
-    }
-}
-
-/// The subscriber task: sessions until no wait is left.
-async fn run(hub: Hub) {
-    let mut delay = RETRY_FROM;
-    loop {
-        let ended = if hub.0.conn.is_cluster() {
-            sharded(&hub).await
-        } else {
-            plain(&hub).await
-        };
-        hub.set_live(&[], false);
-        match ended {
-            Ok(()) => return, // no wait left
-            Err(why) => tracing::debug!(%why, "the waits' subscription ended; subscribing again"),
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(RETRY_UPTO);
-        if hub.wanted().is_none() {
-            return;
-        }
-    }
-}
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// One plain pub/sub connection (a single server, or Sentinel's primary).
-async fn plain(hub: &Hub) -> Result<(), String> {
-    let connect = async {
-        let client = hub
-            .0
-            .conn
-            .pubsub_client()
-            .await
-            .ok_or("no pub/sub client")?
-            .map_err(err)?;
-        client.get_async_pubsub().await.map_err(err)
-    };
-    let pubsub = tokio::time::timeout(CONNECT_TIMEOUT, connect)
-        .await
-        .map_err(|_| "connecting timed out".to_string())??;
-    let (mut sink, mut messages) = pubsub.split();
-    let mut subscribed: HashSet<String> = HashSet::new();
-    let mut recheck = tokio::time::interval(RECHECK_EVERY);
-    recheck.reset();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
-    loop {
-        let Some((wanted, not_live)) = hub.wanted() else {
-            return Ok(());
-        };
-        hub.relive(not_live, &subscribed);
-        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
-        if !new.is_empty() {
-            sink.subscribe(&new).await.map_err(err)?;
-            subscribed.extend(new.iter().cloned());
-            hub.set_live(&new, true);
-            hub.recheck(Some(new));
-        }
-        let old: Vec<String> = subscribed.difference(&wanted).cloned().collect();
-        if !old.is_empty() {
-            sink.unsubscribe(&old).await.map_err(err)?;
-            old.iter().for_each(|c| {
-                subscribed.remove(c);
-            });
-        }
-        tokio::select! {
-            m = messages.next() => match m {
-                Some(m) => hub.heard(m.get_channel_name().as_bytes(), m.get_payload_bytes()),
-                None => return Err("the pub/sub connection closed".into()),
-            },
-            _ = hub.0.changed.notified() => {}
-            _ = recheck.tick() => hub.recheck(None),
-            _ = ping.tick() => match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(err(e)),
-                Err(_) => return Err("Redis did not answer a PING".into()),
-            },
-        }
-    }
-}
-
-/// One sharded subscription over a RESP3 cluster connection.
-async fn sharded(hub: &Hub) -> Result<(), String> {
-    let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
-    let connect = async {
-        hub.0
-            .conn
-            .cluster_subscriber(tx)
-            .await
-            .ok_or("no cluster")?
-            .map_err(err)
-    };
-    let mut cluster = tokio::time::timeout(CONNECT_TIMEOUT, connect)
-        .await
-        .map_err(|_| "connecting timed out".to_string())??;
-    let mut subscribed: HashSet<String> = HashSet::new();
-    let mut recheck = tokio::time::interval(RECHECK_EVERY);
-    recheck.reset();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
-    loop {
-        let Some((wanted, not_live)) = hub.wanted() else {
-            return Ok(());
-        };
-        hub.relive(not_live, &subscribed);
-        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
-        for channel in &new {
-            // One call a channel: a sharded subscription takes channels of one slot only.
-            cluster.ssubscribe(channel).await.map_err(err)?;
-            subscribed.insert(channel.clone());
-        }
-        if !new.is_empty() {
-            hub.set_live(&new, true);
-            hub.recheck(Some(new));
-        }
-        for channel in subscribed.difference(&wanted).cloned().collect::<Vec<_>>() {
-            cluster.sunsubscribe(&channel).await.map_err(err)?;
-            subscribed.remove(&channel);
-        }
-        tokio::select! {
-            push = pushes.recv() => match push {
-                Some(push) => match push.kind {
-                    redis::PushKind::SMessage => {
-                        if let (Some(c), Some(p)) = (bytes(&push.data, 0), bytes(&push.data, 1)) {
-                            hub.heard(c, p);
-                        }
-                    }
-                    // Subscribed again by itself (a slot moved): what was announced meanwhile
-                    // was missed.
-                    redis::PushKind::SSubscribe => {
-                        if let Some(c) = bytes(&push.data, 0).and_then(|c| std::str::from_utf8(c).ok()) {
-                            hub.recheck(Some(vec![c.to_string()]));
-                        }
-                    }
-                    redis::PushKind::Disconnection => return Err("a cluster node closed its connection".into()),
-                    _ => {}
-                },
-                None => return Err("the sharded pub/sub connection closed".into()),
-            },
-            _ = hub.0.changed.notified() => {}
-            _ = recheck.tick() => hub.recheck(None),
-            _ = ping.tick() => {
-                let cmd = redis::cmd("PING");
-                match tokio::time::timeout(PING_TIMEOUT, cmd.query_async::<redis::Value>(&mut cluster)).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(err(e)),
-                    Err(_) => return Err("Redis did not answer a PING".into()),
-                }
-            }
-        }
-    }
-}
-
-/// The bytes of a push's `i`th element.
-fn bytes(data: &[redis::Value], i: usize) -> Option<&[u8]> {
-    match data.get(i)? {
-        redis::Value::BulkString(b) => Some(b),
-        redis::Value::SimpleString(s) => Some(s.as_bytes()),
-        _ => None,
     }
 }

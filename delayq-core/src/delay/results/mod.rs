@@ -4,8 +4,8 @@
 //! - `outcome.rs`: [`Outcome`], how a message stands or ended, as `outcome.lua` answers it,
 //!   and the producer's `result`; `keep.rs`: the consumer's ack that keeps a value
 //!   (`ack_keep.lua`) and the topic's announcement of its result bounds (for `cancel`).
-//! - `hub.rs`: the waits of one producer, over one subscriber connection (one a shard on a
-//!   cluster) to the topics' end channels; `wait.rs`: `wait` and `send_and_wait`.
+//! - `hub.rs`: the waits of one producer; `subscriber.rs`: its one subscriber connection
+//!   (one a shard on a cluster) to the topics' end channels; `wait.rs`: `wait` and `send_and_wait`.
 //!
 //! The keys (the topic's `waits`, `results` and `results:by`) and the Lua are described under
 //! "Ends" in `scripts/delay/prelude.lua`.
@@ -13,9 +13,8 @@
 mod hub;
 mod keep;
 mod outcome;
+mod subscriber;
 mod wait;
-
-pub(crate) use hub::Hub;
 
 /// How `ids` of `keys`' topic stand (a read: no wait registered).
 pub(crate) async fn outcomes_of(

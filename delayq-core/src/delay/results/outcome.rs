@@ -8,6 +8,7 @@ use super::super::buckets::{declaring, Buckets};
 use super::super::keys::TopicKeys;
 use super::super::scripts::{topic_script, SCRIPTS};
 use crate::connection::RedisConn;
+pub use crate::error::Unfinished;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::producer::Producer;
@@ -31,32 +32,6 @@ pub enum Outcome<T> {
     /// Nothing is known of it: never sent, ended without a kept outcome (a handler that
     /// returns no value), or kept past `result_ttl`, dropped past `results_max`, purged.
     Unknown,
-}
-
-/// How a message had not ended well, in [`Error::NotDone`] (`send_and_wait`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unfinished {
-    /// It is dead, for this reason.
-    Dead(String),
-    /// It was cancelled.
-    Cancelled,
-    /// Still pending when the timeout passed.
-    TimedOut,
-    /// Nothing is known of it (purged, or gone before its end was heard).
-    Unknown,
-}
-
-impl std::fmt::Display for Unfinished {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unfinished::Dead(reason) => write!(f, "it is dead: {reason}"),
-            Unfinished::Cancelled => f.write_str("it was cancelled"),
-            Unfinished::TimedOut => f.write_str("it was still pending when the timeout passed"),
-            Unfinished::Unknown => {
-                f.write_str("nothing is known of it (purged, or its outcome was not kept)")
-            }
-        }
-    }
 }
 
 /// An outcome as the scripts give it: the value still JSON.

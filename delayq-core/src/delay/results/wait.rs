@@ -20,13 +20,29 @@ use crate::time::millis;
 impl Producer {
     /// The waits of this producer and its clones.
     fn hub(&self) -> &Hub {
-        self.waits.get_or_init(|| Hub::new(self.conn.clone()))
+        let hub = self
+            .waits
+            .get_or_init(|| std::sync::Arc::new(Hub::new(self.conn.clone())));
+        hub.downcast_ref::<Hub>()
+            .expect("the producer's waits slot holds the waits' hub")
+    }
+
+    /// Registers a wait (see `Hub::register`), starting the subscriber task when none runs.
+    fn register_wait(&self, keys: &Arc<TopicKeys>, id: &MessageId, armed: bool) -> Waiter {
+        let (waiter, start) = self.hub().register(keys, id, armed);
+        if start {
+            tokio::spawn(super::subscriber::run(self.hub().clone()));
+        }
+        waiter
     }
 
     /// How many waits of this producer (and its clones) stand now, on how many topics.
     #[doc(hidden)]
     pub fn standing_waits(&self) -> (usize, usize) {
-        self.waits.get().map_or((0, 0), Hub::counts)
+        self.waits
+            .get()
+            .and_then(|h| h.downcast_ref::<Hub>())
+            .map_or((0, 0), Hub::counts)
     }
 
     /// Waits until message `id` of `topic` ends, at most `timeout`: its [`Outcome`] when it
@@ -46,8 +62,8 @@ impl Producer {
         timeout: Duration,
     ) -> Result<Outcome<T>> {
         let keys = Arc::new(self.keys(topic)?);
-        let deadline = Instant::now() + timeout;
-        let waiter = self.hub().register(&keys, id, true);
+        let deadline = deadline_after(timeout);
+        let waiter = self.register_wait(&keys, id, true);
         let raw = self
             .wait_registered(&keys, id, waiter, deadline, Register::Pending, true)
             .await?;
@@ -60,7 +76,8 @@ impl Producer {
     ///
     /// # Errors
     /// [`Error::NotDone`](crate::Error::NotDone) when it ended otherwise (dead, cancelled,
-    /// unknown) or was still pending at the timeout; the errors of
+    /// unknown), was still pending at the timeout, or was not sent (`NotSent`: the timeout
+    /// passed before its end could be listened for); the errors of
     /// [`send_with`](Producer::send_with) and [`wait`](Producer::wait).
     pub async fn send_and_wait<P: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
@@ -88,22 +105,34 @@ impl Producer {
         let keys = Arc::new(self.keys(topic)?);
         // Checked before anything is registered or written.
         self.encode(payload)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         let id = match &options.id {
             Some(id) => MessageId::new(id.clone())?,
             None => MessageId::for_due(options.when.due()?.expected_unix_ms()),
         };
-        let waiter = self.hub().register(&keys, &id, false);
+        let waiter = self.register_wait(&keys, &id, false);
+        let not_sent = || Error::NotDone {
+            topic: topic.to_string(),
+            id: id.to_string(),
+            outcome: Unfinished::NotSent,
+        };
         // Listen, register, then send: the end of a run that beats us is announced to us.
-        let live = self.hub().until_live(&keys.ended, deadline).await;
-        if live {
-            outcomes(
-                &self.conn,
-                &keys,
-                Register::Ahead(left_ms(deadline)),
-                std::slice::from_ref(&id),
-            )
-            .await?;
+        // Nothing is sent once the timeout has passed.
+        if !self.hub().until_live(&keys.ended, deadline).await {
+            return Err(not_sent());
+        }
+        let ahead = outcomes(
+            &self.conn,
+            &keys,
+            Register::Ahead(left_ms(deadline)),
+            std::slice::from_ref(&id),
+        );
+        match tokio::time::timeout_at(deadline, ahead).await {
+            Ok(r) => drop(r?),
+            Err(_) => return Err(not_sent()),
+        }
+        if Instant::now() >= deadline {
+            return Err(not_sent());
         }
         let sent = self
             .send_with(topic, payload, options.id(id.as_str()))
@@ -150,7 +179,12 @@ impl Producer {
             if let Ok(heard) = waiter.answer.try_recv() {
                 return Ok(heard);
             }
-            let now = outcomes(&self.conn, keys, register(left_ms(deadline)), one).await?;
+            let look = outcomes(&self.conn, keys, register(left_ms(deadline)), one);
+            let now = match tokio::time::timeout_at(deadline, look).await {
+                Ok(now) => now?,
+                // The timeout passed during the look: one last read below.
+                Err(_) => Vec::new(),
+            };
             let ends = |o: &RawOutcome| match o {
                 Outcome::Pending => false,
                 Outcome::Unknown => unknown_ends,
@@ -170,6 +204,14 @@ impl Producer {
             .next()
             .ok_or_else(|| Error::unexpected("outcome", &"no answer"))
     }
+}
+
+/// The instant `timeout` from now (a timeout too long for the clock: some 30 years).
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 /// Milliseconds until `deadline`, at least 1.

@@ -10,14 +10,13 @@
 local now = now_ms()
 local ttl, max, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local out, done, values, reserved, nd = {}, {}, {}, {}, 0
-local stamp = string.format('done %d\n', now)
 for i = 1, n do
   local at = 2 + 4 * i
   local id, token, window, value = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3]
   if owned_raw(id, token) then
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id, token_field(id))
-    keep_result(id, stamp .. value, now, ttl)
+    keep_result(id, 'done', value, now, ttl)
     step_ended(id, now)
     nd = nd + 1
     done[nd], values[nd] = id, value
@@ -34,6 +33,6 @@ if nd > 0 then
   announce_ends(done, 1, nd, 'done', values)
   count('ok', nd, now)
   reserve(reserved, now)
-  trim_results(now, max)
+  trim_results(now, max, ttl)
 end
 return table.concat(out)

@@ -12,8 +12,8 @@ local function removed()
   local ttl, max = string.match(kept or '', '^(%d+) (%d+)$')
   if ttl then
     local now = now_ms()
-    keep_result(id, string.format('cancelled %d\n', now), now, tonumber(ttl))
-    trim_results(now, tonumber(max))
+    keep_result(id, 'cancelled', '', now, tonumber(ttl))
+    trim_results(now, tonumber(max), tonumber(ttl))
   end
   step_ended(id, now_ms())
   announce_ends({ id }, 1, 1, 'cancelled', '')

@@ -25,11 +25,12 @@ for i = 5, #ARGV do
     local m = decode(redis.call('HGET', KEYS[3], id))
     answer = 'dead\n' .. ((m and m.dead_reason) or '')
   else
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[17], id))
-    local record = until_ms and until_ms > now and redis.call('HGET', KEYS[16], id)
-    local kind, body = nil, nil
-    if type(record) == 'string' then kind, body = string.match(record, '^(%a+) %d+\n(.*)$') end
-    if kind == 'done' or kind == 'cancelled' then
+    local record = redis.call('HGET', KEYS[16], id)
+    local kind, until_ms, body = nil, nil, nil
+    if type(record) == 'string' then
+      kind, until_ms, body = string.match(record, '^(%a+) (%d+)\n(.*)$')
+    end
+    if (kind == 'done' or kind == 'cancelled') and tonumber(until_ms) > now then
       answer = kind .. '\n' .. body
     else
       answer = 'unknown'

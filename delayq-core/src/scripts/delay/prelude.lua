@@ -17,7 +17,7 @@
 --   µs, see claim_due.lua)
 --   KEYS[14] priority (id -> priority of each message in `delayed` whose priority is not the
 --   default, see "Priorities" below)
---   KEYS[15] waits, KEYS[16] results, KEYS[17] results by expiry (see "Ends" below)
+--   KEYS[15] waits, KEYS[16] results, KEYS[17] results by end (see "Ends" below)
 --   KEYS[18] steps (id -> when it ended, ms: the flow steps that ended and are not settled in
 --   their flow yet, see `step_ended` below and workflow/ in delayq-core)
 -- and ARGV[1] is the topic's wake channel, ARGV[2] the command that publishes on it: PUBLISH
@@ -284,32 +284,20 @@ local function reserve(pairs, now)
   unreserve_expired(now)
 end
 
--- Ends: kept results and waits (results/ in delayq-core, scripts/results/). KEYS[15] waits
--- (id -> until when, ms, a producer waits for the message to end: watch.lua), KEYS[16]
--- results (id -> the outcome kept: "<kind> <ended ms>\n<body>", kind `done` with the
--- handler's value as JSON, or `cancelled`), KEYS[17] results by expiry (id -> when its
--- outcome is dropped, ms). A message that a producer waits for ends (acked, dead, cancelled):
--- the script that ends it publishes "<id>\n<kind>\n<body>" on the topic's end channel (the
--- wake channel's name with ':end') and drops the wait. While nobody waits this costs one
--- EXISTS a call. `ids` from `from` to `to`; `bodies` nil (done, no value: "null"), or a table
--- with the same indexes, or a string for all.
-local function announce_ends(ids, from, to, kind, bodies)
-  if to < from or redis.call('EXISTS', KEYS[15]) == 0 then return end
-  local until_ms = redis.call('ZMSCORE', KEYS[15], unpack(ids, from, to))
-  local gone, channel = {}, ARGV[1] .. ':end'
-  for i = from, to do
-    if until_ms[i - from + 1] then
-      local body = bodies or 'null'
-      if type(body) == 'table' then body = body[i] end
-      redis.call(ARGV[2], channel, ids[i] .. '\n' .. kind .. '\n' .. body)
-      gone[#gone + 1] = ids[i]
-    end
-  end
-  if #gone > 0 then redis.call('ZREM', KEYS[15], unpack(gone)) end
-end
-
+-- Ends: kept results and waits (results/ in delayq-core). KEYS[15] waits (id -> until when,
+-- ms, a producer waits for the message to end: outcome.lua), KEYS[16] results (id -> the
+-- outcome kept: "<kind> <until ms>\n<body>", kind `done` with the handler's value as JSON, or
+-- `cancelled`; read only until then), KEYS[17] results by end (id -> when it ended, ms: the
+-- oldest go first). A message that a producer waits for ends (acked, dead, cancelled): the
+-- script that ends it publishes "<id>\n<kind>\n<body>" on the topic's end channel (the wake
+-- channel's name with ':end') and drops the wait. While nobody waits this costs one TYPE a
+-- call.
 local RESULT_DROP_PER_CALL = 1000
--- Drops the waits whose time passed, at most RESULT_DROP_PER_CALL a call (watch.lua and the
+-- A value-less end (a handler that returns none) that a producer waits for is kept this long,
+-- so that a wait whose announcement was lost (a subscriber that reconnected) still reads it.
+local HEARD_END_MS = 60000
+
+-- Drops the waits whose time passed, at most RESULT_DROP_PER_CALL a call (outcome.lua and the
 -- back pool's sweep): a producer that gave up, or was gone, leaves nothing behind.
 local function unwait_expired(now)
   local n = math.min(redis.call('ZCOUNT', KEYS[15], '-inf', string.format('%d', now)),
@@ -317,13 +305,15 @@ local function unwait_expired(now)
   if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[15], 0, n - 1) end
 end
 
--- Keeps the outcome `record` ("<kind> <ended ms>\n<body>") of `id` until now + ttl_ms; then
--- drops, at most RESULT_DROP_PER_CALL a call, the outcomes whose time passed and the oldest
--- past `max` kept, counting the latter in `results_dropped` of KEYS[9]. Returns how many it
--- dropped past `max`.
-local function trim_results(now, max)
-  local expired = math.min(redis.call('ZCOUNT', KEYS[17], '-inf', string.format('%d', now)),
-    RESULT_DROP_PER_CALL)
+-- Drops, at most RESULT_DROP_PER_CALL a call, the kept outcomes that ended more than `ttl_ms`
+-- ago (when given) and the oldest past `max` (when given), counting the latter in
+-- `results_dropped` of KEYS[9]. Returns how many it dropped past `max`.
+local function trim_results(now, max, ttl_ms)
+  local expired = 0
+  if ttl_ms then
+    expired = math.min(redis.call('ZCOUNT', KEYS[17], '-inf', string.format('%d', now - ttl_ms)),
+      RESULT_DROP_PER_CALL)
+  end
   local over = 0
   if max then
     over = math.min(redis.call('ZCARD', KEYS[17]) - expired - max, RESULT_DROP_PER_CALL - expired)
@@ -337,14 +327,41 @@ local function trim_results(now, max)
   if over > 0 then redis.call('HINCRBY', KEYS[9], 'results_dropped', over) end
   return over
 end
+
+-- Keeps outcome `kind` (`done`, `cancelled`) with `body` for `id` until now + ttl_ms.
+local function keep_result(id, kind, body, now, ttl_ms)
+  redis.call('HSET', KEYS[16], id,
+    string.format('%s %d\n', kind, math.min(now + ttl_ms, MAX_DUE_MS)) .. body)
+  redis.call('ZADD', KEYS[17], string.format('%d', now), id)
+end
+
 -- A flow step's message (its id holds the unit separator, which no user id can) ended: noted
 -- in KEYS[18] until the client settles it in its flow (delayq-core's workflow/).
 local function step_ended(id, now)
   if string.find(id, '\31', 1, true) then redis.call('ZADD', KEYS[18], now, id) end
 end
-local function keep_result(id, record, now, ttl_ms)
-  redis.call('HSET', KEYS[16], id, record)
-  redis.call('ZADD', KEYS[17], string.format('%d', math.min(now + ttl_ms, MAX_DUE_MS)), id)
+
+-- Announces the ends of `ids` (from `from` to `to`) that producers wait for. `bodies`: nil
+-- (done without a value: "null", kept HEARD_END_MS), a table with the same indexes, or a
+-- string for all. A `waits` key of another type (a hand edit) counts as no wait: the end is
+-- not announced, and a wait reads it later.
+local function announce_ends(ids, from, to, kind, bodies)
+  if to < from or redis.call('TYPE', KEYS[15])['ok'] ~= 'zset' then return end
+  local until_ms = redis.call('ZMSCORE', KEYS[15], unpack(ids, from, to))
+  local gone, channel, now = {}, ARGV[1] .. ':end', nil
+  for i = from, to do
+    if until_ms[i - from + 1] then
+      local body = bodies or 'null'
+      if type(body) == 'table' then body = body[i] end
+      redis.call(ARGV[2], channel, ids[i] .. '\n' .. kind .. '\n' .. body)
+      gone[#gone + 1] = ids[i]
+      if kind == 'done' and bodies == nil then
+        now = now or now_ms()
+        keep_result(ids[i], 'done', 'null', now, HEARD_END_MS)
+      end
+    end
+  end
+  if #gone > 0 then redis.call('ZREM', KEYS[15], unpack(gone)) end
 end
 
 -- Acks deliveries (ack.lua, and claim_due.lua for the acks that ride on a claim): ARGV[at] n,

@@ -5,6 +5,7 @@
 --   sampled into the current minute: the back pool sweeps each topic every two minutes at
 --   most, so a topic nothing happens on has its backlog charted too, at no call of its own
 -- ARGV[3] max count   ARGV[4] default max_attempts   ARGV[5] dead_max   ARGV[6] dead_ttl ms
+-- ARGV[7] results_max   ARGV[8] result_ttl ms (kept results past these are dropped)
 -- (dead letters past these bounds are dropped, see trim_dead)
 -- Returns { requeued, dead, next deadline ms or -1, now ms, dead letters dropped }.
 local now = now_ms()
@@ -42,7 +43,7 @@ count('dead', dead, now)
 unreserve_expired(now)
 prune_key_times(now * 1000)
 local dropped = trim_dead(now, ARGV[5], ARGV[6])
-trim_results(now, tonumber(ARGV[7]))
+trim_results(now, tonumber(ARGV[7]), tonumber(ARGV[8]))
 unwait_expired(now)
 if KEYS[20] then
   local none = {}

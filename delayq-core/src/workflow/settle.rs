@@ -1,0 +1,166 @@
+//! Settling a step whose message ended, in its flow: the runtime's call after an ack or a
+//! death, and the back pool's sweep of the ends a crash left unsettled.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::build::FLOW_TTL;
+use super::keys::{parse_step_id, SCRIPTS};
+use crate::delay::{Outcome, TopicKeys};
+use crate::error::Result;
+use crate::id::MessageId;
+use crate::producer::Producer;
+use crate::time::millis;
+
+/// Ended steps one sweep settles at most.
+const SWEEP_STEPS: isize = 200;
+
+/// How a flow step's message ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepEnd {
+    /// Acked.
+    Done,
+    /// Dead (or cancelled by hand), for this reason.
+    Failed(String),
+}
+
+/// Settles the flow step whose message `id` of `keys`' topic ended as `end`: the steps that
+/// waited for it are sent, then the topic's note of it is dropped. Idempotent: a second call
+/// (after a crash) changes nothing twice.
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call (the
+/// note stays: the back pool's sweep settles it later).
+pub async fn settle_step(
+    p: &Producer,
+    keys: &TopicKeys,
+    id: &MessageId,
+    end: &StepEnd,
+) -> Result<()> {
+    let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
+        return Ok(());
+    };
+    let fk = p.flow_keys(&flow);
+    let mut inv = fk.invoke(&SCRIPTS.settle);
+    let (kind, reason) = match end {
+        StepEnd::Done => ("done", ""),
+        StepEnd::Failed(r) => ("dead", r.as_str()),
+    };
+    inv.arg(&name).arg(gen).arg(kind).arg(reason);
+    let reply = p.flow_call(inv).await?;
+    let ttl = match &reply {
+        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") =>
+        {
+            let ttl: Option<u64> = p
+                .conn
+                .run(|mut c| {
+                    let meta = fk.meta().to_string();
+                    async move {
+                        redis::cmd("HGET")
+                            .arg(meta)
+                            .arg("ttl")
+                            .query_async(&mut c)
+                            .await
+                    }
+                })
+                .await?;
+            Some(ttl.map_or(FLOW_TTL, Duration::from_millis))
+        }
+        _ => None,
+    };
+    if let Some(ttl) = ttl {
+        p.send_outbox(&flow, ttl).await?;
+    }
+    let steps = keys.steps.clone();
+    p.conn
+        .run(|mut c| {
+            let (steps, id) = (&steps, id.as_str());
+            async move {
+                redis::cmd("ZREM")
+                    .arg(steps)
+                    .arg(id)
+                    .query_async::<()>(&mut c)
+                    .await
+            }
+        })
+        .await?;
+    Ok(())
+}
+
+/// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
+/// not settled yet (a process died between the end and the settle); returns how many.
+///
+/// # Errors
+/// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
+pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration) -> Result<usize> {
+    let steps = keys.steps.clone();
+    let noted: Vec<(String, f64)> = p
+        .conn
+        .run(|mut c| {
+            let steps = &steps;
+            async move {
+                redis::cmd("ZRANGE")
+                    .arg(steps)
+                    .arg(0)
+                    .arg(SWEEP_STEPS - 1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            }
+        })
+        .await?;
+    if noted.is_empty() {
+        return Ok(0);
+    }
+    let now = crate::time::time_to_ms(std::time::SystemTime::now()) as f64;
+    let ids: Vec<MessageId> = noted
+        .iter()
+        .filter(|(_, at)| *at <= now - millis(older) as f64)
+        .map(|(id, _)| MessageId::from_stored(id.clone()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
+    let mut settled = 0;
+    for (id, outcome) in ids.iter().zip(outcomes) {
+        let end = match outcome {
+            Outcome::Done(_) => StepEnd::Done,
+            Outcome::Dead { reason } => StepEnd::Failed(reason),
+            Outcome::Cancelled | Outcome::Unknown => {
+                StepEnd::Failed("its message was cancelled, or is gone".into())
+            }
+            // Sent again (a retry of the flow's start): not ended.
+            Outcome::Pending => continue,
+        };
+        settle_step(p, keys, id, &end).await?;
+        settled += 1;
+    }
+    Ok(settled)
+}
+
+impl crate::delay::TopicQueue {
+    /// Settles the flow step whose message `id` ended as `end` (see [`settle_step`]); a
+    /// message that is not a flow step's is left alone.
+    ///
+    /// # Errors
+    /// As [`settle_step`].
+    pub async fn settle_step(&self, id: &MessageId, end: &StepEnd) -> Result<()> {
+        if !super::keys::is_step_id(id.as_str()) {
+            return Ok(());
+        }
+        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
+        settle_step(&p, self.keys(), id, end).await
+    }
+
+    /// Settles the flow steps whose messages ended at least `older` ago and are not settled
+    /// (see [`settle_ended_steps`]).
+    ///
+    /// # Errors
+    /// As [`settle_ended_steps`].
+    pub async fn settle_ended_steps(&self, older: Duration) -> Result<usize> {
+        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
+        settle_ended_steps(&p, self.keys(), older).await
+    }
+}
