@@ -7,6 +7,7 @@
 //!     cargo bench --bench work -- --messages 50000
 //!     cargo bench --bench work -- --plain       # µs Redis spends, on a plain redis-server
 //!     cargo bench --bench work -- send          # only what sending costs
+//!     cargo bench --bench work -- flows         # a fan-in flow's work per step, beside a plain message's
 //!
 //! Needs valgrind (Debian: `apt-get install -y valgrind`). Redis runs some 50× slower under
 //! callgrind, so a drain here claims in larger batches than on a plain server: the report gives
@@ -37,6 +38,43 @@ async fn work_c50(msg: Message<Payload>) {
 async fn work_c200(msg: Message<Payload>) {
     std::hint::black_box(msg.payload().order_id);
     HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+#[delay_listener(topic = "work.flow", concurrency = 50)]
+async fn work_flow(n: u64) {
+    std::hint::black_box(n);
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A flow of `n` steps into one (a fan-in), started, run and ended by one runtime: Redis work
+/// per step, the start's writes and sends included.
+async fn flow_work(server: &mut Target, n: u64) -> f64 {
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut server.connection())
+        .expect("FLUSHALL");
+    let producer = Producer::connect(&server.url()).await.expect("connect");
+    let rt = Runtime::builder()
+        .redis_url(server.url())
+        .topics(["work.flow"])
+        .spawn()
+        .await
+        .expect("spawn the runtime");
+    let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let mut flow = delayq_runtime::Flow::new();
+    for (i, name) in names.iter().enumerate() {
+        flow = flow.step(name, "work.flow", &(i as u64));
+    }
+    let flow = flow.step("last", "work.flow", &n).after(&names);
+    server.zero();
+    let id = producer.start_flow(flow).await.expect("start the flow");
+    let state = producer
+        .wait_flow(&id, Duration::from_secs(1800))
+        .await
+        .expect("wait for the flow");
+    assert_eq!(state, Some(delayq_runtime::FlowState::Done));
+    let work = server.measure("flows");
+    rt.shutdown().await.expect("shutdown");
+    work / (n + 1) as f64
 }
 
 /// The minimal claim's move: due ids to the in-flight set with their deadline.
@@ -394,6 +432,16 @@ async fn main() {
         ours.work_per_msg / minimal.work_per_msg,
     );
     if args.iter().any(|a| a == "send") {
+        return;
+    }
+    if args.iter().any(|a| a == "flows") {
+        let plain = delayq_drain(&mut server, "work.c50", n).await;
+        let per_step = flow_work(&mut server, n).await;
+        let message = ours.work_per_msg + plain.work_per_msg;
+        println!(
+            "\nflow of {n} steps into one: {per_step:.0} {unit}/step; a plain message's send + drain (c50): {message:.0} {unit}; ratio {:.2}×",
+            per_step / message
+        );
         return;
     }
     for (topic, concurrency, batch) in [("work.c50", 50, 13), ("work.c200", 200, 50)] {

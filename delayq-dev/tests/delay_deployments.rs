@@ -47,7 +47,8 @@ delayq_dev::on_each_deployment!(
     idle,
     far_buckets,
     flow_control,
-    results
+    results,
+    workflow
 );
 
 // --- auto ack ---------------------------------------------------------------------------
@@ -454,5 +455,58 @@ async fn results(kind: &str) {
         p.cancel("dep.results", &id).await.unwrap()
     });
     assert_eq!(waited.unwrap(), delayq_runtime::Outcome::Cancelled);
+    rt.shutdown().await.unwrap();
+}
+
+// --- workflows --------------------------------------------------------------------------
+
+#[delay_listener(topic = "dep.flow.a")]
+async fn flow_a(job: Job) -> Result<u32, String> {
+    Ok(job.n)
+}
+
+#[delay_listener(topic = "dep.flow.b", max_attempts = 1)]
+async fn flow_b(job: Job) -> Result<u32, String> {
+    if job.n == 0 {
+        return Err("zero".into());
+    }
+    Ok(job.n)
+}
+
+/// A flow over two topics (two slots on a cluster, the flow in a third): a diamond runs to
+/// its end; a failed step fails the flow at once; a retry runs it again.
+async fn workflow(kind: &str) {
+    let redis = TestRedis::start(kind);
+    let p = producer(&redis).await;
+    let rt = runtime(&redis, &["dep.flow.a", "dep.flow.b"]).await;
+    let job = |n| Job { on: kind.into(), n };
+    let flow = delayq_runtime::Flow::new()
+        .step("first", "dep.flow.a", &job(1))
+        .step("left", "dep.flow.b", &job(2))
+        .after(["first"])
+        .step("right", "dep.flow.a", &job(3))
+        .after(["first"])
+        .step("last", "dep.flow.b", &job(4))
+        .after(["left", "right"]);
+    let id = p.start_flow(flow).await.unwrap();
+    assert_eq!(
+        p.wait_flow(&id, WAIT).await.unwrap(),
+        Some(delayq_runtime::FlowState::Done)
+    );
+    let failing = delayq_runtime::Flow::new()
+        .step("broken", "dep.flow.b", &job(0))
+        .step("after", "dep.flow.a", &job(5))
+        .after(["broken"]);
+    let id = p.start_flow(failing).await.unwrap();
+    assert_eq!(
+        p.wait_flow(&id, WAIT).await.unwrap(),
+        Some(delayq_runtime::FlowState::Failed)
+    );
+    assert_eq!(p.retry_flow(&id).await.unwrap(), Some(2));
+    assert_eq!(
+        p.wait_flow(&id, WAIT).await.unwrap(),
+        Some(delayq_runtime::FlowState::Failed),
+        "the broken step fails again"
+    );
     rt.shutdown().await.unwrap();
 }

@@ -32,7 +32,7 @@ fn step_json(s: &StepInfo) -> Value {
     })
 }
 
-fn flow_json(f: &FlowInfo) -> Value {
+pub(crate) fn flow_json(f: &FlowInfo) -> Value {
     json!({
         "id": f.id.as_str(),
         "state": f.state.name(),

@@ -37,6 +37,7 @@ mod actions;
 mod audit;
 mod board;
 mod dead;
+mod flows;
 mod listen;
 mod reads;
 mod refusals;
@@ -189,6 +190,9 @@ pub(crate) async fn serve(
             post(actions::dead_selected),
         )
         .route("/api/topics/{topic}/send", post(actions::send_test))
+        .route("/api/flows", get(flows::list))
+        .route("/api/flows/{id}", get(flows::show))
+        .route("/api/flows/{id}/{action}", post(flows::write))
         .route(
             "/api/schedules/{name}/{action}",
             post(actions::schedule_write),

@@ -15,6 +15,7 @@ mod cli_result;
 mod cli_usage_errors;
 mod dashboard_actions;
 mod dashboard_bounds;
+mod dashboard_flows;
 mod dashboard_kit;
 mod dashboard_layout;
 mod dashboard_odd_ids;

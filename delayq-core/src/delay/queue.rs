@@ -49,6 +49,10 @@ pub struct TopicQueue {
     /// Dead letters the calls dropped past the bounds, not yet taken (see
     /// [`take_dead_dropped`](TopicQueue::take_dead_dropped)); shared by the clones.
     pub(super) dead_dropped: Arc<AtomicU64>,
+    /// A producer on the queue's connection and namespace, made when first needed (a flow
+    /// step's end sends the steps that waited for it); shared by the clones, so its layout
+    /// check and registrations are made once.
+    pub(super) producer: Arc<std::sync::OnceLock<crate::producer::Producer>>,
 }
 
 /// Ids one claim or ack call handles at most: the scripts pass them to single commands
@@ -72,6 +76,7 @@ impl TopicQueue {
             far_heads: Arc::default(),
             flow: Arc::default(),
             dead_dropped: Arc::default(),
+            producer: Arc::default(),
         }
     }
 
@@ -97,6 +102,13 @@ impl TopicQueue {
     pub(super) fn count_dead_dropped(&self, n: i64) {
         self.dead_dropped
             .fetch_add(n.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// A producer on its connection and namespace (made once, shared by the clones).
+    pub(crate) fn producer(&self) -> &crate::producer::Producer {
+        self.producer.get_or_init(|| {
+            crate::producer::Producer::over(self.conn.clone(), &self.keys.namespace)
+        })
     }
 
     /// Its connection (for the calls other systems make on its topic).

@@ -37,9 +37,9 @@ pub async fn settle_step(
     keys: &TopicKeys,
     id: &MessageId,
     end: &StepEnd,
-) -> Result<()> {
+) -> Result<Option<&'static str>> {
     let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
-        return Ok(());
+        return Ok(None);
     };
     let fk = p.flow_keys(&flow);
     let mut inv = fk.invoke(&SCRIPTS.settle);
@@ -49,6 +49,14 @@ pub async fn settle_step(
     };
     inv.arg(&name).arg(gen).arg(kind).arg(reason);
     let reply = p.flow_call(inv).await?;
+    let ended = match &reply {
+        Value::Array(parts) => match parts.get(2) {
+            Some(Value::BulkString(b)) if b == b"done" => Some("done"),
+            Some(Value::BulkString(b)) if b == b"failed" => Some("failed"),
+            _ => None,
+        },
+        _ => None,
+    };
     let ttl = match &reply {
         Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") =>
         {
@@ -85,7 +93,7 @@ pub async fn settle_step(
             }
         })
         .await?;
-    Ok(())
+    Ok(ended)
 }
 
 /// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
@@ -146,12 +154,11 @@ impl crate::delay::TopicQueue {
     ///
     /// # Errors
     /// As [`settle_step`].
-    pub async fn settle_step(&self, id: &MessageId, end: &StepEnd) -> Result<()> {
+    pub async fn settle_step(&self, id: &MessageId, end: &StepEnd) -> Result<Option<&'static str>> {
         if !super::keys::is_step_id(id.as_str()) {
-            return Ok(());
+            return Ok(None);
         }
-        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
-        settle_step(&p, self.keys(), id, end).await
+        settle_step(self.producer(), self.keys(), id, end).await
     }
 
     /// Settles the flow steps whose messages ended at least `older` ago and are not settled
@@ -160,7 +167,6 @@ impl crate::delay::TopicQueue {
     /// # Errors
     /// As [`settle_ended_steps`].
     pub async fn settle_ended_steps(&self, older: Duration) -> Result<usize> {
-        let p = Producer::over(self.conn().clone(), &self.keys().namespace);
-        settle_ended_steps(&p, self.keys(), older).await
+        settle_ended_steps(self.producer(), self.keys(), older).await
     }
 }

@@ -108,8 +108,23 @@ impl Claim {
         }
         let (queue, id) = (self.queue.clone(), self.id.clone());
         tokio::spawn(async move {
-            if let Err(e) = queue.settle_step(&id, &end).await {
-                tracing::warn!(error = %e, "a flow step's end is not settled yet; the back pool's sweep will");
+            let outcome = match &end {
+                delayq_core::StepEnd::Done => "done",
+                delayq_core::StepEnd::Failed(_) => "failed",
+            };
+            match queue.settle_step(&id, &end).await {
+                Ok(ended) => {
+                    let topic = queue.keys().topic.clone();
+                    metrics::counter!("delayq_flow_steps_total", "topic" => topic, "outcome" => outcome)
+                        .increment(1);
+                    if let Some(state) = ended {
+                        metrics::counter!("delayq_flows_ended_total", "state" => state)
+                            .increment(1);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a flow step's end is not settled yet; the back pool's sweep will")
+                }
             }
         });
     }

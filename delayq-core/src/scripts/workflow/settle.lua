@@ -3,7 +3,8 @@
 -- a message of an older gen (the flow was retried since), changes nothing.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] step name   ARGV[4] gen   ARGV[5] 'done' or 'dead'   ARGV[6] reason (dead)
--- Returns { 'ok' | 'stale' | 'gone' (no such flow), the outbox (as outbox.lua's) }.
+-- Returns { 'ok' | 'stale' | 'gone' (no such flow), the outbox (as outbox.lua's), the flow's
+-- end when this call ended it ('done', 'failed'; else '') }.
 if redis.call('EXISTS', KEYS[1]) == 0 then return { 'gone', {} } end
 local name, gen, kind = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local st = get_state(name)
@@ -34,9 +35,12 @@ if kind == 'done' then
 else
   failed_flow = fail(name, st, ARGV[6], now)
 end
+local ended = ''
 if failed_flow and flow == 'running' then
   flow_ended('failed', failed_flow, now)
+  ended = 'failed'
 elseif tonumber(redis.call('HGET', KEYS[1], 'left')) <= 0 and flow == 'running' then
   flow_ended('done', nil, now)
+  ended = 'done'
 end
-return { 'ok', outbox() }
+return { 'ok', outbox(), ended }
