@@ -508,5 +508,13 @@ async fn workflow(kind: &str) {
         Some(delayq_runtime::FlowState::Failed),
         "the broken step fails again"
     );
+    // Listed (one read a flow, each in a slot of its own), failed ones by their state.
+    let listed = p.flows(None, 10).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let failed = p
+        .flows(Some(delayq_runtime::FlowState::Failed), 10)
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
     rt.shutdown().await.unwrap();
 }

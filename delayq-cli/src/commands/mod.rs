@@ -4,7 +4,6 @@
 mod config;
 mod dead;
 mod flows;
-pub(crate) use flows::flow_json;
 mod outcome;
 mod result;
 mod schedules;

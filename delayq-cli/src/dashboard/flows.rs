@@ -14,8 +14,8 @@ use delayq_core::{FlowId, FlowInfo, StepState};
 use serde_json::{json, Value};
 
 use super::board::{audit, error, Shared};
-use crate::commands::flow_json;
 use crate::failure::Failure;
+use crate::report::flow_json;
 
 /// The newest flows listed.
 const LISTED: usize = 100;
@@ -23,7 +23,7 @@ const LISTED: usize = 100;
 const DRAWN: usize = 200;
 
 pub(super) async fn list(State(board): Shared) -> Result<Json<Value>, Failure> {
-    let flows = board.producer.flows(LISTED).await?;
+    let flows = board.producer.flows(None, LISTED).await?;
     Ok(Json(json!(flows
         .iter()
         .map(|(id, s)| json!({"id": id.as_str(), "state": s.name()}))

@@ -2,11 +2,13 @@
 //! (`--json` and the dashboard's API share them) and table rows (`views.rs`), over the forms
 //! they share (`text.rs`).
 
+mod flow;
 mod found;
 mod history;
 mod text;
 mod views;
 
+pub(crate) use flow::{flow_json, flow_tree};
 pub(crate) use found::{found_detail, found_json, not_found};
 pub(crate) use history::{history_json, history_text, Kind};
 pub(crate) use text::{error_row, printable, printable_lines, table};

@@ -60,16 +60,6 @@ impl Producer {
         let Value::Array(parts) = &reply else {
             return Err(Error::unexpected("retry flow", &reply));
         };
-        match word(parts.first()).as_str() {
-            "gone" => return Ok(None),
-            "nothing" => return Ok(Some(0)),
-            _ => {}
-        }
-        let again = match parts.get(1) {
-            Some(Value::Int(n)) => *n as usize,
-            _ => 0,
-        };
-        self.cancel_steps(id, &steps_of(parts.get(2))).await?;
         let ttl: Option<u64> = self
             .conn
             .run(|mut c| {
@@ -83,8 +73,22 @@ impl Producer {
                 }
             })
             .await?;
-        self.send_outbox(id, ttl.map_or(FLOW_TTL, std::time::Duration::from_millis))
-            .await?;
+        let ttl = ttl.map_or(FLOW_TTL, std::time::Duration::from_millis);
+        match word(parts.first()).as_str() {
+            "gone" => return Ok(None),
+            // Nothing failed: what a retry cut short left ready is sent all the same.
+            "nothing" => {
+                self.send_outbox(id, ttl).await?;
+                return Ok(Some(0));
+            }
+            _ => {}
+        }
+        let again = match parts.get(1) {
+            Some(Value::Int(n)) => *n as usize,
+            _ => 0,
+        };
+        self.cancel_steps(id, &steps_of(parts.get(2))).await?;
+        self.send_outbox(id, ttl).await?;
         Ok(Some(again))
     }
 
@@ -100,10 +104,9 @@ impl Producer {
         let Value::Array(parts) = &reply else {
             return Err(Error::unexpected("cancel flow", &reply));
         };
-        if word(parts.first()) != "cancelled" {
-            return Ok(false);
-        }
+        // Cancelled before: its sent steps are cancelled in their topics again (a cancel cut
+        // short left them there), which changes nothing when they are gone.
         self.cancel_steps(id, &steps_of(parts.get(1))).await?;
-        Ok(true)
+        Ok(word(parts.first()) == "cancelled")
     }
 }

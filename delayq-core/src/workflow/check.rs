@@ -34,6 +34,12 @@ pub(crate) fn check(flow: Flow, max_payload: usize) -> Result<Vec<Checked>> {
     if flow.steps.is_empty() {
         return Err(refuse("it has no step".into()));
     }
+    if flow
+        .ttl
+        .is_some_and(|t| t < std::time::Duration::from_secs(1))
+    {
+        return Err(refuse("its ttl is under 1s".into()));
+    }
     if flow.steps.len() > MAX_FLOW_STEPS {
         return Err(refuse(format!(
             "it has {} steps, over the limit of {MAX_FLOW_STEPS}",
@@ -71,6 +77,23 @@ pub(crate) fn check(flow: Flow, max_payload: usize) -> Result<Vec<Checked>> {
                 )))
             }
             Ok(_) => {}
+        }
+        if s.key
+            .as_ref()
+            .is_some_and(|k| k.len() > crate::delay::MAX_KEY_LEN)
+        {
+            return Err(refuse(format!(
+                "step {:?}: its key is over {} bytes",
+                s.name,
+                crate::delay::MAX_KEY_LEN
+            )));
+        }
+        // Due by the end of year 9999 (what a send refuses past), from whenever it is sent.
+        if s.delay > std::time::Duration::from_secs(100 * 365 * 86_400) {
+            return Err(refuse(format!(
+                "step {:?}: its delay is over 100 years",
+                s.name
+            )));
         }
         if s.max_attempts == Some(0) {
             return Err(refuse(format!(

@@ -20,12 +20,13 @@
 //!
 //! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
 //!   starting, sending the outbox; `settle.rs`: settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
-//!   `flows`, `wait_flow`; `actions.rs`: `retry_flow`, `cancel_flow`.
+//!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`.
 
 mod actions;
 mod build;
 mod check;
 mod keys;
+mod list;
 mod read;
 mod settle;
 mod start;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use super::build::OnFailure;
-use super::keys::{index_key, FlowId};
+use super::keys::FlowId;
 use crate::error::{Error, Result};
 use crate::producer::Producer;
 use crate::time::ms_to_time;
@@ -23,7 +23,7 @@ pub enum FlowState {
 }
 
 impl FlowState {
-    fn parse(s: &str) -> Option<Self> {
+    pub(super) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "running" => FlowState::Running,
             "done" => FlowState::Done,
@@ -222,67 +222,6 @@ impl Producer {
             ended_at: when(meta.get("ended")),
             steps,
         }))
-    }
-
-    /// The namespace's flows, newest first: `(id, state)` of at most `limit`, those removed
-    /// after their ttl left out (and dropped from the index).
-    ///
-    /// # Errors
-    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the call.
-    pub async fn flows(&self, limit: usize) -> Result<Vec<(FlowId, FlowState)>> {
-        let index = index_key(self.namespace());
-        let ids: Vec<String> = self
-            .conn
-            .run(|mut c| {
-                let index = &index;
-                async move {
-                    redis::cmd("ZRANGE")
-                        .arg(index)
-                        .arg(0)
-                        .arg(limit.max(1) as i64 - 1)
-                        .arg("REV")
-                        .query_async(&mut c)
-                        .await
-                }
-            })
-            .await?;
-        let mut out = Vec::new();
-        for id in ids {
-            let fid = FlowId(id.clone());
-            let meta = self.flow_keys(&fid).meta().to_string();
-            let state: Option<String> = self
-                .conn
-                .run(|mut c| {
-                    let meta = &meta;
-                    async move {
-                        redis::cmd("HGET")
-                            .arg(meta)
-                            .arg("state")
-                            .query_async(&mut c)
-                            .await
-                    }
-                })
-                .await?;
-            match state.as_deref().and_then(FlowState::parse) {
-                Some(s) => out.push((fid, s)),
-                None => {
-                    let _: redis::RedisResult<()> = self
-                        .conn
-                        .run(|mut c| {
-                            let (index, id) = (&index, &id);
-                            async move {
-                                redis::cmd("ZREM")
-                                    .arg(index)
-                                    .arg(id)
-                                    .query_async(&mut c)
-                                    .await
-                            }
-                        })
-                        .await;
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// Waits at most `timeout` for flow `id` to end: its state then (`Running` when the

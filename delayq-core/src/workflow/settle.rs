@@ -80,6 +80,12 @@ pub async fn settle_step(
     if let Some(ttl) = ttl {
         p.send_outbox(&flow, ttl).await?;
     }
+    drop_note(p, keys, id).await?;
+    Ok(ended)
+}
+
+/// Drops the topic's note that step message `id` ended.
+async fn drop_note(p: &Producer, keys: &TopicKeys, id: &MessageId) -> Result<()> {
     let steps = keys.steps.clone();
     p.conn
         .run(|mut c| {
@@ -93,7 +99,7 @@ pub async fn settle_step(
             }
         })
         .await?;
-    Ok(ended)
+    Ok(())
 }
 
 /// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
@@ -122,28 +128,36 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration)
         return Ok(0);
     }
     let now = crate::time::time_to_ms(std::time::SystemTime::now()) as f64;
-    let ids: Vec<MessageId> = noted
+    // The score is when it ended, negated when it did not succeed.
+    let due: Vec<(MessageId, bool)> = noted
         .iter()
-        .filter(|(_, at)| *at <= now - millis(older) as f64)
-        .map(|(id, _)| MessageId::from_stored(id.clone()))
+        .filter(|(_, at)| at.abs() <= now - millis(older) as f64)
+        .map(|(id, at)| (MessageId::from_stored(id.clone()), *at >= 0.0))
         .collect();
-    if ids.is_empty() {
+    if due.is_empty() {
         return Ok(0);
     }
+    let ids: Vec<MessageId> = due.iter().map(|(id, _)| id.clone()).collect();
     let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
     let mut settled = 0;
-    for (id, outcome) in ids.iter().zip(outcomes) {
-        let end = match outcome {
-            Outcome::Done(_) => StepEnd::Done,
-            Outcome::Dead { reason } => StepEnd::Failed(reason),
-            Outcome::Cancelled | Outcome::Unknown => {
-                StepEnd::Failed("its message was cancelled, or is gone".into())
+    for ((id, ok), outcome) in due.iter().zip(outcomes) {
+        let end = match (ok, outcome) {
+            // Sent again since (its dead letter replayed): its next end notes it again.
+            (_, Outcome::Pending) => {
+                drop_note(p, keys, id).await?;
+                continue;
             }
-            // Sent again (a retry of the flow's start): not ended.
-            Outcome::Pending => continue,
+            (true, _) => StepEnd::Done,
+            (false, Outcome::Dead { reason }) => StepEnd::Failed(reason),
+            (false, _) => StepEnd::Failed("its message was cancelled, or is gone".into()),
         };
-        settle_step(p, keys, id, &end).await?;
-        settled += 1;
+        // One that fails is left for the next sweep; the others go on.
+        match settle_step(p, keys, id, &end).await {
+            Ok(_) => settled += 1,
+            Err(e) => {
+                tracing::warn!(step = %id, error = %e, "a flow step's end could not be settled; the next sweep tries again")
+            }
+        }
     }
     Ok(settled)
 }

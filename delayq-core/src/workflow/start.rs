@@ -18,9 +18,21 @@ use crate::time::millis;
 
 /// A flow whose start did not finish (its first steps never sent) is removed after this (and
 /// its steps' longest delay).
-const START_GRACE: Duration = Duration::from_secs(3600);
+const START_GRACE: Duration = Duration::from_secs(24 * 3600);
 /// Steps sent at once.
 const SEND_CONCURRENCY: usize = 64;
+/// Steps read from the outbox at once (sent, then marked sent, before the next page).
+const OUTBOX_PAGE: usize = 64;
+
+/// Whether `e` may pass (Redis did not answer, or the runtime stops): the send is tried again
+/// later. Any other error refuses the step for good.
+fn transient(e: &Error) -> bool {
+    match e {
+        Error::Redis(_) | Error::Stopped | Error::Connect { .. } => true,
+        Error::Shared(inner) => transient(inner),
+        _ => false,
+    }
+}
 
 /// A step of the outbox, as outbox.lua gives it.
 #[derive(Clone)]
@@ -95,7 +107,7 @@ impl Producer {
         {
             return Err(Error::unexpected("create flow", &reply));
         }
-        self.send_outbox(&id, ttl).await?;
+        // Indexed before its steps go out, so that `delayq flows` shows whatever was started.
         let now = crate::time::time_to_ms(std::time::SystemTime::now());
         let index = index_key(self.namespace());
         self.conn
@@ -111,14 +123,38 @@ impl Producer {
                 }
             })
             .await?;
+        // A start whose sends fail is undone as far as it can be: what it sent is cancelled,
+        // so that the caller, who gets the error and no id, can start it again.
+        if let Err(e) = self.send_outbox(&id, ttl).await {
+            let _ = self.cancel_flow(&id).await;
+            return Err(e);
+        }
         Ok(id)
     }
 
     /// Sends the flow's ready steps (each under its step id, reserved for `ttl` once it ends,
     /// so a second send is a duplicate) and marks them sent.
     pub(super) async fn send_outbox(&self, id: &FlowId, ttl: Duration) -> Result<usize> {
+        let mut sent = 0;
+        // A page at a time, each marked sent before the next is read, so that another process
+        // sending the same flow's outbox (a step that ended meanwhile) meets few of the same
+        // steps. A step its topic refused fails, which may make others ready (behind Ignore
+        // edges): those come in a next page.
+        loop {
+            let (n, refused) = self.send_outbox_once(id, ttl).await?;
+            sent += n;
+            if n < OUTBOX_PAGE && !refused {
+                return Ok(sent);
+            }
+        }
+    }
+
+    /// One round of `send_outbox`: how many were sent, and whether a step was refused.
+    async fn send_outbox_once(&self, id: &FlowId, ttl: Duration) -> Result<(usize, bool)> {
         let keys = self.flow_keys(id);
-        let reply = self.flow_call(keys.invoke(&SCRIPTS.outbox)).await?;
+        let mut inv = keys.invoke(&SCRIPTS.outbox);
+        inv.arg(OUTBOX_PAGE);
+        let reply = self.flow_call(inv).await?;
         let Value::Array(parts) = reply else {
             return Err(Error::unexpected("flow outbox", &reply));
         };
@@ -126,29 +162,72 @@ impl Producer {
             Some(Value::Array(list)) => list.iter().filter_map(outgoing).collect(),
             _ => Vec::new(),
         };
-        self.send_steps(id, &steps, ttl).await?;
         if steps.is_empty() {
-            return Ok(0);
+            return Ok((0, false));
         }
-        let mut inv = keys.invoke(&SCRIPTS.sent);
-        inv.arg(steps.len());
-        for s in &steps {
-            inv.arg(&s.name).arg(s.gen);
-        }
-        self.flow_call(inv).await?;
-        Ok(steps.len())
-    }
-
-    async fn send_steps(&self, id: &FlowId, steps: &[Outgoing], ttl: Duration) -> Result<()> {
+        let page = steps.len();
         let sends = steps
             .iter()
             .cloned()
-            .map(|s| self.send_step(id.clone(), s, ttl));
-        let results: Vec<Result<()>> = futures_util::stream::iter(sends)
+            .map(|s| async move { (self.send_step(id.clone(), s.clone(), ttl).await, s) });
+        let results: Vec<(Result<()>, Outgoing)> = futures_util::stream::iter(sends)
             .buffer_unordered(SEND_CONCURRENCY)
             .collect()
             .await;
-        results.into_iter().collect()
+        let mut sent = Vec::new();
+        let mut first_error = None;
+        let mut refused = false;
+        for (result, step) in results {
+            match result {
+                Ok(()) => sent.push(step),
+                // Redis did not answer: the step stays ready, sent again by the next settle
+                // or sweep.
+                Err(e) if transient(&e) => {
+                    first_error.get_or_insert(e);
+                }
+                // Its topic refuses it (a foreign key there, an option it will never take):
+                // the step fails, so that nothing waits for it for ever.
+                Err(e) => {
+                    refused = true;
+                    let mut inv = keys.invoke(&SCRIPTS.settle);
+                    inv.arg(&step.name)
+                        .arg(step.gen)
+                        .arg("dead")
+                        .arg(format!("cannot be sent to {}: {e}", step.topic));
+                    self.flow_call(inv).await?;
+                }
+            }
+        }
+        if !sent.is_empty() {
+            let mut inv = keys.invoke(&SCRIPTS.sent);
+            inv.arg(sent.len());
+            for s in &sent {
+                inv.arg(&s.name).arg(s.gen);
+            }
+            // Sent meanwhile, but cancelled or run again by retry_flow before they were marked:
+            // their messages are cancelled.
+            let stale = self.flow_call(inv).await?;
+            if let Value::Array(list) = stale {
+                for v in &list {
+                    if let Value::Array(pair) = v {
+                        let (Some(name), Some(gen)) = (pair.first(), pair.get(1)) else {
+                            continue;
+                        };
+                        let name: String =
+                            redis::from_redis_value(name.clone()).unwrap_or_default();
+                        let gen: u64 = redis::from_redis_value(gen.clone()).unwrap_or_default();
+                        if let Some(step) = sent.iter().find(|s| s.name == name && s.gen == gen) {
+                            self.cancel(&step.topic, &step_message_id(id, &name, gen))
+                                .await?;
+                        }
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok((page, refused)),
+        }
     }
 
     async fn send_step(&self, id: FlowId, s: Outgoing, ttl: Duration) -> Result<()> {

@@ -17,7 +17,7 @@ for i = 1, n do
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id, token_field(id))
     keep_result(id, 'done', value, now, ttl)
-    step_ended(id, now)
+    step_ended(id, now, true)
     nd = nd + 1
     done[nd], values[nd] = id, value
     if window and window > 0 then

@@ -15,7 +15,7 @@ local function removed()
     keep_result(id, 'cancelled', '', now, tonumber(ttl))
     trim_results(now, tonumber(max), tonumber(ttl))
   end
-  step_ended(id, now_ms())
+  step_ended(id, now_ms(), false)
   announce_ends({ id }, 1, 1, 'cancelled', '')
   return 'removed'
 end

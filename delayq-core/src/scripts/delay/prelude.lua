@@ -336,9 +336,13 @@ local function keep_result(id, kind, body, now, ttl_ms)
 end
 
 -- A flow step's message (its id holds the unit separator, which no user id can) ended: noted
--- in KEYS[18] until the client settles it in its flow (delayq-core's workflow/).
-local function step_ended(id, now)
-  if string.find(id, '\31', 1, true) then redis.call('ZADD', KEYS[18], now, id) end
+-- in KEYS[18] until the client settles it in its flow (delayq-core's workflow/), scored by
+-- when it ended, negated when it did not succeed (dead or cancelled): how it ended is kept
+-- with the note, whatever becomes of its kept result.
+local function step_ended(id, now, ok)
+  if string.find(id, '\31', 1, true) then
+    redis.call('ZADD', KEYS[18], ok and now or -now, id)
+  end
 end
 
 -- Announces the ends of `ids` (from `from` to `to`) that producers wait for. `bodies`: nil
@@ -578,7 +582,7 @@ local function bury(id, m, reason, now)
   redis.call('HSET', KEYS[3], id, encode(m))
   redis.call('ZADD', KEYS[4], now, id)
   if (m.dedup or 0) > 0 then reserve({ m.dedup, id }, now) end
-  step_ended(id, now)
+  step_ended(id, now, false)
   announce_ends({ id }, 1, 1, 'dead', reason)
 end
 

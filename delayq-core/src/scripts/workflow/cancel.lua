@@ -3,9 +3,20 @@
 -- running now ends as it ends, and changes nothing in the flow).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- Returns { 'cancelled' | 'ended' (it had ended: nothing changed) | 'gone', { { name, gen,
--- topic }, ... } (the steps sent) }.
+-- topic }, ... } (the steps sent: for a flow cancelled before, those that had been sent, so
+-- that a cancel cut short is finished by the next) }.
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return { 'gone', {} } end
+if state == 'cancelled' then
+  local sent, states = {}, redis.call('HGETALL', KEYS[3])
+  for i = 1, #states, 2 do
+    local st = get_state(states[i])
+    if st and st.state == 'cancelled' and (st.sent or 0) > 0 then
+      sent[#sent + 1] = { states[i], st.gen, (record(states[i]) or {}).topic or '' }
+    end
+  end
+  return { 'ended', sent }
+end
 if state ~= 'running' then return { 'ended', {} } end
 local now = now_ms()
 local sent, states = {}, redis.call('HGETALL', KEYS[3])

@@ -1,8 +1,9 @@
 -- outbox.lua: the steps ready to be sent (for a start, a recovery, or after a retry).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
+-- ARGV[3] the most to return (a page; the client sends it, marks it sent, reads the next)
 -- Returns { state of the flow (false: no such flow), { { name, gen, topic, options, payload },
 -- ... } }.
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return { false, {} } end
 if state == 'cancelled' then return { state, {} } end
-return { state, outbox() }
+return { state, outbox(tonumber(ARGV[3])) }

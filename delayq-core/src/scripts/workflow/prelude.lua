@@ -82,15 +82,18 @@ end
 -- fails the flow (a step with a Fail edge, or with no dependent at all), or nil. Counts the
 -- steps that ended in `left`.
 local function fail(name, st, reason, now)
-  local failing, first = { { name, st, reason } }, nil
-  local ended = 0
-  while #failing > 0 do
-    local f = table.remove(failing)
-    local fname, fst, freason = f[1], f[2], f[3]
+  -- A step is marked failed when it is queued, so that one reached by two paths fails once.
+  local function mark(fname, fst, freason)
     fst.state, fst.reason, fst.ended = 'failed', freason, now
     put_state(fname, fst)
     redis.call('SREM', KEYS[6], fname)
-    ended = ended + 1
+  end
+  mark(name, st, reason)
+  local failing, first = { { name, reason } }, nil
+  local ended = 1
+  while #failing > 0 do
+    local f = table.remove(failing)
+    local fname, freason = f[1], f[2]
     local rec = record(fname) or {}
     local nexts = rec.next or {}
     local fails_flow = #nexts == 0
@@ -102,7 +105,10 @@ local function fail(name, st, reason, now)
         fails_flow = true
         local dst = get_state(d)
         if dst and (dst.state == 'waiting' or dst.state == 'ready') then
-          failing[#failing + 1] = { d, dst, 'after ' .. fname .. ' failed: ' .. freason }
+          local why = 'after ' .. fname .. ' failed: ' .. freason
+          mark(d, dst, why)
+          ended = ended + 1
+          failing[#failing + 1] = { d, why }
         end
       end
     end
@@ -112,10 +118,11 @@ local function fail(name, st, reason, now)
   return first
 end
 
--- The flow's outbox: { name, gen, topic, options JSON, payload } of each step ready to send.
-local function outbox()
+-- The flow's outbox: { name, gen, topic, options JSON, payload } of each step ready to send,
+-- at most `max` (the client sends a page, marks it sent, and reads the next).
+local function outbox(max)
   local out = {}
-  for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+  for _, name in ipairs(redis.call('SRANDMEMBER', KEYS[6], max)) do
     local st, rec = get_state(name), record(name)
     if st and rec and st.state == 'ready' then
       out[#out + 1] = { name, st.gen, rec.topic, cjson.encode(rec.opts or {}),

@@ -2,14 +2,16 @@
 -- ids): they leave the outbox. A flow being started is kept for good from now on.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] n, then n pairs of name, gen
--- Returns how many were marked sent.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+-- Returns the { name, gen } of those it could not mark because they were cancelled, or run
+-- again by retry_flow (a newer gen), since they were read: the client cancels their messages.
+-- (One that already ended, done or failed, is left alone: it ran.)
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 local now = now_ms()
 if redis.call('HGET', KEYS[1], 'starting') then
   redis.call('HDEL', KEYS[1], 'starting')
   if redis.call('HGET', KEYS[1], 'state') == 'running' then keep_for(nil) end
 end
-local marked = 0
+local stale = {}
 for i = 0, tonumber(ARGV[3]) - 1 do
   local name, gen = ARGV[4 + 2 * i], tonumber(ARGV[5 + 2 * i])
   local st = get_state(name)
@@ -17,7 +19,8 @@ for i = 0, tonumber(ARGV[3]) - 1 do
     st.state, st.sent = 'sent', now
     put_state(name, st)
     redis.call('SREM', KEYS[6], name)
-    marked = marked + 1
+  elseif st and (st.gen ~= gen or st.state == 'cancelled') then
+    stale[#stale + 1] = { name, gen }
   end
 end
-return marked
+return stale

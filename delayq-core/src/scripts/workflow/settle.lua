@@ -3,15 +3,14 @@
 -- a message of an older gen (the flow was retried since), changes nothing.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] step name   ARGV[4] gen   ARGV[5] 'done' or 'dead'   ARGV[6] reason (dead)
--- Returns { 'ok' | 'stale' | 'gone' (no such flow), the outbox (as outbox.lua's), the flow's
--- end when this call ended it ('done', 'failed'; else '') }.
+-- Returns { 'ok' | 'stale' | 'gone' (no such flow), {} (the client reads the outbox next,
+-- outbox.lua), the flow's end when this call ended it ('done', 'failed'; else '') }.
 if redis.call('EXISTS', KEYS[1]) == 0 then return { 'gone', {} } end
 local name, gen, kind = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local st = get_state(name)
 local flow = redis.call('HGET', KEYS[1], 'state')
 if not st or st.gen ~= gen or FINAL[st.state] then
-  if flow == 'cancelled' then return { 'stale', {} } end
-  return { 'stale', outbox() }
+  return { 'stale', {} }
 end
 local now = now_ms()
 -- A step ran: its flow was started, whatever became of the start's last call.
@@ -43,4 +42,4 @@ elseif tonumber(redis.call('HGET', KEYS[1], 'left')) <= 0 and flow == 'running' 
   flow_ended('done', nil, now)
   ended = 'done'
 end
-return { 'ok', outbox(), ended }
+return { 'ok', {}, ended }
