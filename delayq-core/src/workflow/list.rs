@@ -48,23 +48,13 @@ impl Producer {
                 .collect();
             // Each flow is in a slot of its own (no pipeline spans slots on a cluster): one
             // HGET a flow, 32 at once.
-            let reads = metas.iter().map(|m| async move {
-                self.conn
-                    .run(|mut c| async move {
-                        redis::cmd("HGET")
-                            .arg(m)
-                            .arg("state")
-                            .query_async::<Option<String>>(&mut c)
-                            .await
-                    })
-                    .await
-            });
+            let reads = metas.into_iter().map(|m| self.flow_state(m));
             let states: Vec<Option<String>> = futures_util::stream::iter(reads)
                 .buffered(32)
                 .collect::<Vec<_>>()
                 .await
                 .into_iter()
-                .collect::<redis::RedisResult<_>>()?;
+                .collect::<Result<_>>()?;
             let mut gone = Vec::new();
             for (id, s) in ids.iter().zip(states) {
                 match s.as_deref().and_then(FlowState::parse) {
@@ -92,5 +82,23 @@ impl Producer {
             }
         }
         Ok(out)
+    }
+
+    /// The `state` field of a flow's meta key.
+    async fn flow_state(&self, meta: String) -> Result<Option<String>> {
+        let state = self
+            .conn
+            .run(|mut c| {
+                let meta = &meta;
+                async move {
+                    redis::cmd("HGET")
+                        .arg(meta)
+                        .arg("state")
+                        .query_async::<Option<String>>(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        Ok(state)
     }
 }
