@@ -19,14 +19,23 @@ fn backoff(backoff: &Backoff) -> TokenStream {
 }
 
 /// Checks the compiler makes on the offending parameter's or return type's span: that a
-/// second parameter is `Ack` (through any alias or re-export), and the return type.
+/// second parameter is `Ack` (through any alias or re-export; for a delay listener, `Ack` or
+/// `Dependencies`, a flow step's), and the return type.
 pub(crate) fn type_checks(
     ack_type: Option<&syn::Type>,
     return_type: Option<&syn::Type>,
+    delay: bool,
 ) -> TokenStream {
     let ack_check = ack_type.map(|ty| {
-        quote_spanned! {ty.span()=>
-            const _: fn(::delayq_runtime::__private::AssertAck<#ty>) = |_| {};
+        if delay {
+            // A delay listener's second parameter: `Ack`, or `Dependencies` (a flow step's).
+            quote_spanned! {ty.span()=>
+                const _: fn(::delayq_runtime::__private::AssertDelaySecond<#ty>) = |_| {};
+            }
+        } else {
+            quote_spanned! {ty.span()=>
+                const _: fn(::delayq_runtime::__private::AssertAck<#ty>) = |_| {};
+            }
         }
     });
     let return_check = return_type.map(|ty| {
@@ -107,7 +116,7 @@ pub(crate) fn registration(
     let name = &function.sig.ident;
     let topic = &listener.topic;
     let h = &listener.handling;
-    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref(), true);
     let path = function_path(function);
     let options = listener_options(
         h,
@@ -147,7 +156,7 @@ pub(crate) fn stream_registration(
         ..
     } = listener;
     let h = &listener.handling;
-    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref(), false);
     let path = function_path(function);
     // For a stream, "attempts" are deliveries and the lease is min_idle.
     let options = listener_options(
@@ -193,7 +202,7 @@ pub(crate) fn leader_registration(
     let param_check = quote_spanned! {param.span()=>
         const _: fn(::delayq_runtime::__private::AssertLeadership<#param>) = |_| {};
     };
-    let checks = type_checks(None, task.return_type.as_ref());
+    let checks = type_checks(None, task.return_type.as_ref(), false);
     let path = function_path(function);
     quote! {
         #function

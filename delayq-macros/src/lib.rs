@@ -78,7 +78,8 @@ use proc_macro::TokenStream;
 /// Rejected at compile time, with the error on the offending token: a missing or invalid
 /// topic, an unknown or repeated option, a value of the wrong kind or out of range, a
 /// malformed duration or backoff, a function that is not `async`, generic, a method, or has
-/// not one or two parameters, and a second parameter that is not `Ack`.
+/// not one or two parameters, and a second parameter that is not `Ack` or `Dependencies` (a
+/// flow step's: what the steps it waited for returned, the listener acking automatically).
 #[proc_macro_attribute]
 pub fn delay_listener(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as syn::ItemFn);

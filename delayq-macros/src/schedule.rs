@@ -154,7 +154,7 @@ pub(crate) fn registration(
     let tick_check = quote_spanned! {tick.span()=>
         const _: fn(::delayq_runtime::__private::AssertTick<#tick>) = |_| {};
     };
-    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref());
+    let checks = type_checks(h.ack_type.as_ref(), h.return_type.as_ref(), false);
     let path = function_path(function);
     let options = listener_options(
         h,

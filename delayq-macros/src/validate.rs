@@ -148,7 +148,10 @@ pub(crate) fn listener(args: Args, function: &ItemFn) -> syn::Result<Listener> {
         &args,
         function,
         "delay_listener",
-        &payload_then_ack("Message"),
+        &format!(
+            "{}, or `deps: Dependencies` for a flow step",
+            payload_then_ack("Message")
+        ),
         DEFAULT_CONCURRENCY,
     )?;
     let (max_attempts, ack_timeout_ms) = attempts_and_lease(&args)?;

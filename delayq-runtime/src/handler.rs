@@ -197,7 +197,7 @@ pub struct ManualAck<M, P>(PhantomData<fn() -> (M, P)>);
 /// Implemented for every accepted shape; `Args` is a marker the compiler infers.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a valid listener handler",
-    note = "a listener is `async fn(P) -> R` (auto ack) or `async fn(P, Ack) -> R` (manual ack), where P: Deserialize, or Message<T> (#[delay_listener]) or StreamMessage<T> (#[stream_listener]), and R is () or Result<T: Serialize, E: Display>; its future must be Send"
+    note = "a listener is `async fn(P) -> R` (auto ack), `async fn(P, Ack) -> R` (manual ack) or, for a #[delay_listener], `async fn(P, Dependencies) -> R` (a flow step, auto ack), where P: Deserialize, or Message<T> (#[delay_listener]) or StreamMessage<T> (#[stream_listener]), and R is () or Result<T: Serialize, E: Display>; its future must be Send"
 )]
 pub trait Handler<D, Args>: Send + Sync + 'static {
     /// How this handler's messages are settled.

@@ -149,7 +149,7 @@ pub mod guide {
 }
 
 pub use ack::Ack;
-pub use delay::{Message, TopicDelivery};
+pub use delay::{Dependencies, DependencyError, Message, TopicDelivery};
 /// External configuration: where a value came from, what the builder's `set` takes, and the
 /// kinds of component (see [`RuntimeHandle::config`]).
 pub use delayq_core::config::{ConfigSource, ConfigValue, Kind};
@@ -213,6 +213,20 @@ pub mod __private {
 
     /// Only well-formed when `T` is `Ack`.
     pub struct AssertAck<T: IsAck>(T);
+
+    /// Checks, on the parameter's span, that a delay listener's second parameter is `Ack` or
+    /// `Dependencies`.
+    #[diagnostic::on_unimplemented(
+        message = "the second parameter of a #[delay_listener] must be `delayq_runtime::Ack` or `delayq_runtime::Dependencies`, not `{Self}`",
+        label = "expected `Ack` or `Dependencies` here",
+        note = "`Ack` makes the listener manual-ack; `Dependencies` reads what the flow steps it waited for returned; leave it out for auto ack"
+    )]
+    pub trait IsDelaySecond {}
+    impl IsDelaySecond for crate::Ack {}
+    impl IsDelaySecond for crate::Dependencies {}
+
+    /// Only well-formed when `T` is `Ack` or `Dependencies`.
+    pub struct AssertDelaySecond<T: IsDelaySecond>(T);
 
     /// Checks, on the parameter's span, that a leader task's parameter is `Leadership`.
     #[diagnostic::on_unimplemented(

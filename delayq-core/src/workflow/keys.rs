@@ -14,7 +14,7 @@ scripts!(
     SCRIPTS,
     "workflow/",
     PRELUDE,
-    [create, outbox, sent, settle, cancel, retry]
+    [create, outbox, sent, settle, cancel, retry, add]
 );
 
 /// The unit separator: between a step message id's flow, step and gen. No user id holds it

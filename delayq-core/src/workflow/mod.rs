@@ -20,11 +20,13 @@
 //!
 //! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
 //!   starting, sending the outbox; `settle.rs`: settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
-//!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`.
+//!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`;
+//!   `deps.rs`: what a step's dependencies ended with (`Dependencies`).
 
 mod actions;
 mod build;
 mod check;
+mod deps;
 mod keys;
 mod list;
 mod read;
@@ -32,6 +34,7 @@ mod settle;
 mod start;
 
 pub use build::{Flow, OnFailure, MAX_FLOW_STEPS};
+pub use deps::Dependency;
 pub use keys::{is_step_id, FlowId};
 pub use read::{FlowInfo, FlowState, StepInfo, StepState};
 pub use settle::{settle_ended_steps, settle_step, StepEnd};

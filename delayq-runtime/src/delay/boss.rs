@@ -231,6 +231,7 @@ impl Boss<'_> {
             let inbound = TopicDelivery {
                 topic: topic.name.clone(),
                 delivery,
+                queue: topic.queue.clone(),
             };
             // Boxed before it is spawned: the task then holds a pointer, and the run (some
             // 850 bytes) is neither copied into the task nor allocated with the task's 128-byte

@@ -62,6 +62,8 @@ impl<T> Message<T> {
 pub struct TopicDelivery {
     pub(crate) topic: Arc<str>,
     pub(crate) delivery: delayq_core::protocol::Delivery,
+    /// Its topic's queue (a flow step reads its dependencies through it).
+    pub(crate) queue: delayq_core::protocol::TopicQueue,
 }
 
 impl Inbound for TopicDelivery {
