@@ -2,7 +2,6 @@
 
 use redis::Value;
 
-use super::build::FLOW_TTL;
 use super::keys::{step_message_id, FlowId, SCRIPTS};
 use crate::error::{Error, Result};
 use crate::producer::Producer;
@@ -60,20 +59,7 @@ impl Producer {
         let Value::Array(parts) = &reply else {
             return Err(Error::unexpected("retry flow", &reply));
         };
-        let ttl: Option<u64> = self
-            .conn
-            .run(|mut c| {
-                let meta = keys.meta().to_string();
-                async move {
-                    redis::cmd("HGET")
-                        .arg(meta)
-                        .arg("ttl")
-                        .query_async(&mut c)
-                        .await
-                }
-            })
-            .await?;
-        let ttl = ttl.map_or(FLOW_TTL, std::time::Duration::from_millis);
+        let ttl = self.flow_ttl(id).await?;
         match word(parts.first()).as_str() {
             "gone" => return Ok(None),
             // Nothing failed: what a retry cut short left ready is sent all the same.

@@ -164,7 +164,7 @@ impl Producer {
         payload: &T,
     ) -> Result<bool> {
         let refuse = |reason: String| crate::error::Error::InvalidFlow { reason };
-        let Some((flow, parent, _)) = parse_step_id(from.as_str()) else {
+        let Some((flow, parent, gen)) = parse_step_id(from.as_str()) else {
             return Err(refuse(format!(
                 "{from} is not a flow step's message: only a flow step adds steps"
             )));
@@ -180,39 +180,42 @@ impl Producer {
         inv.arg(&parent)
             .arg(name)
             .arg(&step.record)
-            .arg(&step.payload);
+            .arg(&step.payload)
+            .arg(gen)
+            .arg(super::MAX_FLOW_STEPS);
         let reply = self.flow_call(inv).await?;
         let word: String = redis::from_redis_value(reply).unwrap_or_default();
-        match word.as_str() {
-            "added" => {}
-            "exists" => return Ok(false),
+        let added = match word.as_str() {
+            "added" => true,
+            // Added by an earlier run of this step: sent (again) all the same, in case that
+            // run died before it sent it.
+            "exists" => false,
+            "taken" => {
+                return Err(refuse(format!(
+                    "flow {flow} has a step {name:?} already, not added by {parent:?}"
+                )))
+            }
             "gone" => {
                 return Err(refuse(format!(
                     "flow {flow} is not running: no step is added"
                 )))
             }
+            "stale" => {
+                return Err(refuse(format!(
+                    "step {parent:?} of flow {flow} is not running this run (it ended, or was run again): it adds no step"
+                )))
+            }
+            "full" => {
+                return Err(refuse(format!(
+                    "flow {flow} has {} steps, the most a flow may have",
+                    super::MAX_FLOW_STEPS
+                )))
+            }
             _ => return Err(refuse(format!("flow {flow} has no step {parent:?}"))),
-        }
-        let meta = keys.meta().to_string();
-        let ttl: Option<u64> = self
-            .conn
-            .run(|mut c| {
-                let meta = &meta;
-                async move {
-                    redis::cmd("HGET")
-                        .arg(meta)
-                        .arg("ttl")
-                        .query_async(&mut c)
-                        .await
-                }
-            })
-            .await?;
-        self.send_outbox(
-            &flow,
-            ttl.map_or(super::build::FLOW_TTL, std::time::Duration::from_millis),
-        )
-        .await?;
-        Ok(true)
+        };
+        let ttl = self.flow_ttl(&flow).await?;
+        self.send_outbox(&flow, ttl).await?;
+        Ok(added)
     }
 }
 

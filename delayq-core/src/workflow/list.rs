@@ -48,7 +48,9 @@ impl Producer {
                 .collect();
             // Each flow is in a slot of its own (no pipeline spans slots on a cluster): one
             // HGET a flow, 32 at once.
-            let reads = metas.into_iter().map(|m| self.flow_state(m));
+            let reads = metas
+                .into_iter()
+                .map(|m| async move { self.meta_field(&m, "state").await });
             let states: Vec<Option<String>> = futures_util::stream::iter(reads)
                 .buffered(32)
                 .collect::<Vec<_>>()
@@ -82,23 +84,5 @@ impl Producer {
             }
         }
         Ok(out)
-    }
-
-    /// The `state` field of a flow's meta key.
-    async fn flow_state(&self, meta: String) -> Result<Option<String>> {
-        let state = self
-            .conn
-            .run(|mut c| {
-                let meta = &meta;
-                async move {
-                    redis::cmd("HGET")
-                        .arg(meta)
-                        .arg("state")
-                        .query_async::<Option<String>>(&mut c)
-                        .await
-                }
-            })
-            .await?;
-        Ok(state)
     }
 }

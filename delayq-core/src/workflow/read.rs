@@ -238,19 +238,7 @@ impl Producer {
         let meta = self.flow_keys(id).meta().to_string();
         let mut pause = Duration::from_millis(10);
         loop {
-            let state: Option<String> = self
-                .conn
-                .run(|mut c| {
-                    let meta = &meta;
-                    async move {
-                        redis::cmd("HGET")
-                            .arg(meta)
-                            .arg("state")
-                            .query_async(&mut c)
-                            .await
-                    }
-                })
-                .await?;
+            let state = self.meta_field(&meta, "state").await?;
             let state = match state {
                 None => return Ok(None),
                 Some(s) => FlowState::parse(&s).ok_or_else(|| Error::InvalidFlow {

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::build::FLOW_TTL;
 use super::keys::{parse_step_id, SCRIPTS};
 use crate::delay::{Outcome, TopicKeys};
 use crate::error::Result;
@@ -58,22 +57,8 @@ pub async fn settle_step(
         _ => None,
     };
     let ttl = match &reply {
-        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") =>
-        {
-            let ttl: Option<u64> = p
-                .conn
-                .run(|mut c| {
-                    let meta = fk.meta().to_string();
-                    async move {
-                        redis::cmd("HGET")
-                            .arg(meta)
-                            .arg("ttl")
-                            .query_async(&mut c)
-                            .await
-                    }
-                })
-                .await?;
-            Some(ttl.map_or(FLOW_TTL, Duration::from_millis))
+        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") => {
+            Some(p.flow_ttl(&flow).await?)
         }
         _ => None,
     };

@@ -69,6 +69,29 @@ impl Producer {
         FlowKeys::new(&self.conn, self.namespace(), id)
     }
 
+    /// Field `field` of the flow meta key `meta`.
+    pub(super) async fn meta_field(&self, meta: &str, field: &str) -> Result<Option<String>> {
+        let value = self
+            .conn
+            .run(|mut c| async move {
+                redis::cmd("HGET")
+                    .arg(meta)
+                    .arg(field)
+                    .query_async::<Option<String>>(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(value)
+    }
+
+    /// How long flow `id` is kept once it ended (its `ttl`, the default when unreadable).
+    pub(super) async fn flow_ttl(&self, id: &FlowId) -> Result<Duration> {
+        let ttl = self.meta_field(self.flow_keys(id).meta(), "ttl").await?;
+        Ok(ttl
+            .and_then(|t| t.parse().ok())
+            .map_or(FLOW_TTL, Duration::from_millis))
+    }
+
     pub(super) async fn flow_call(&self, inv: redis::ScriptInvocation<'static>) -> Result<Value> {
         self.conn
             .run(|mut c| {
@@ -141,15 +164,16 @@ impl Producer {
         // steps. A step its topic refused fails, which may make others ready (behind Ignore
         // edges): those come in a next page.
         loop {
-            let (n, refused) = self.send_outbox_once(id, ttl).await?;
+            let (n, more) = self.send_outbox_once(id, ttl).await?;
             sent += n;
-            if n < OUTBOX_PAGE && !refused {
+            if n < OUTBOX_PAGE && !more {
                 return Ok(sent);
             }
         }
     }
 
-    /// One round of `send_outbox`: how many were sent, and whether a step was refused.
+    /// One round of `send_outbox`: how many were read, and whether to read again although
+    /// the page was short (a step was refused, or members not ready any more were dropped).
     async fn send_outbox_once(&self, id: &FlowId, ttl: Duration) -> Result<(usize, bool)> {
         let keys = self.flow_keys(id);
         let mut inv = keys.invoke(&SCRIPTS.outbox);
@@ -162,8 +186,9 @@ impl Producer {
             Some(Value::Array(list)) => list.iter().filter_map(outgoing).collect(),
             _ => Vec::new(),
         };
+        let dropped = matches!(parts.get(2), Some(Value::Int(n)) if *n > 0);
         if steps.is_empty() {
-            return Ok((0, false));
+            return Ok((0, dropped));
         }
         let page = steps.len();
         let sends = steps
@@ -226,7 +251,7 @@ impl Producer {
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok((page, refused)),
+            None => Ok((page, refused || dropped)),
         }
     }
 

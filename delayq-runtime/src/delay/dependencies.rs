@@ -93,15 +93,25 @@ impl Dependencies {
     /// order `after` named them (a failed one, behind an Ignore edge, is left out).
     ///
     /// # Errors
-    /// [`DependencyError`] when a value is not a `T`, or is no longer kept.
+    /// [`DependencyError`] when a value is not a `T`, or is no longer kept, or one has not
+    /// ended (a run of an older gen, after `retry_flow`).
     pub fn results_of_prefix<T: DeserializeOwned>(
         &self,
         prefix: &str,
     ) -> Result<Vec<T>, DependencyError> {
         let mut out = Vec::new();
         for dep in self.deps.iter().filter(|d| d.name.starts_with(prefix)) {
-            if dep.state != StepState::Done {
-                continue;
+            match dep.state {
+                StepState::Done => {}
+                // Failed behind an Ignore edge: left out (see `failed`).
+                StepState::Failed => continue,
+                // Not ended: this run is of an older gen, its dependencies run again.
+                other => {
+                    return Err(DependencyError {
+                        step: dep.name.clone(),
+                        reason: format!("it has not ended (it is {})", other.name()),
+                    })
+                }
             }
             match decode(dep)? {
                 Some(v) => out.push(v),

@@ -4,18 +4,33 @@
 -- that is retried adds again).
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
 -- ARGV[3] the running step's name   ARGV[4] the new step's name   ARGV[5] its record (JSON,
--- without edges)   ARGV[6] its payload
--- Returns 'added', 'exists', 'gone' (no such flow, or it is not running) or 'unknown' (the
--- running step is not one of the flow's).
+-- without edges)   ARGV[6] its payload   ARGV[7] the running step's gen (its message's)
+-- ARGV[8] the most steps a flow may have
+-- Returns 'added', 'exists' (this step added it before: a retried run), 'taken' (another step
+-- of the flow has that name), 'gone' (no such flow, or it is not running), 'unknown' (the
+-- running step is not one of the flow's), 'stale' (that step is not running this gen: it
+-- ended, or was run again by retry_flow) or 'full'.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'running' then return 'gone' end
 local parent, name = ARGV[3], ARGV[4]
-if redis.call('HEXISTS', KEYS[2], name) == 1 then return 'exists' end
 local prec = record(parent)
 if not prec then return 'unknown' end
+-- Running: sent (or ready: it ran before its start marked it sent), at this gen.
+local pst = get_state(parent)
+if not pst or pst.gen ~= tonumber(ARGV[7]) or (pst.state ~= 'sent' and pst.state ~= 'ready') then
+  return 'stale'
+end
+local existing = record(name)
+if existing then
+  if existing.added_by == parent then return 'exists' end
+  return 'taken'
+end
+if redis.call('HEXISTS', KEYS[2], name) == 1 then return 'taken' end
+if tonumber(redis.call('HGET', KEYS[1], 'steps') or 0) >= tonumber(ARGV[8]) then return 'full' end
 local rec = cjson.decode(ARGV[5])
 rec.after = {}
 rec.next = {}
+rec.added_by = parent
 for _, edge in ipairs(prec.next or {}) do
   local d, policy = edge[1], edge[2]
   local dst = get_state(d)

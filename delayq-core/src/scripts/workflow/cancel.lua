@@ -11,7 +11,7 @@ if state == 'cancelled' then
   local sent, states = {}, redis.call('HGETALL', KEYS[3])
   for i = 1, #states, 2 do
     local st = get_state(states[i])
-    if st and st.state == 'cancelled' and (st.sent or 0) > 0 then
+    if st and st.state == 'cancelled' then
       sent[#sent + 1] = { states[i], st.gen, (record(states[i]) or {}).topic or '' }
     end
   end
@@ -24,7 +24,9 @@ for i = 1, #states, 2 do
   local name = states[i]
   local st = get_state(name)
   if st and not FINAL[st.state] then
-    if st.state == 'sent' then
+    -- Sent, or perhaps sent by a sender that died before it marked it: cancelled in its
+    -- topic (nothing there, nothing changes).
+    if st.state == 'sent' or st.state == 'ready' then
       local rec = record(name) or {}
       sent[#sent + 1] = { name, st.gen, rec.topic or '' }
     end

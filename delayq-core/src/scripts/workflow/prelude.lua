@@ -119,9 +119,10 @@ local function fail(name, st, reason, now)
 end
 
 -- The flow's outbox: { name, gen, topic, options JSON, payload } of each step ready to send,
--- at most `max` (the client sends a page, marks it sent, and reads the next).
+-- at most `max` (the client sends a page, marks it sent, and reads the next); and how many
+-- members it dropped that were not ready any more (the page may be short for them).
 local function outbox(max)
-  local out = {}
+  local out, dropped = {}, 0
   for _, name in ipairs(redis.call('SRANDMEMBER', KEYS[6], max)) do
     local st, rec = get_state(name), record(name)
     if st and rec and st.state == 'ready' then
@@ -129,7 +130,8 @@ local function outbox(max)
         redis.call('HGET', KEYS[5], name) or 'null' }
     else
       redis.call('SREM', KEYS[6], name)
+      dropped = dropped + 1
     end
   end
-  return out
+  return out, dropped
 end

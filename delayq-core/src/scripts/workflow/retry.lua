@@ -31,9 +31,12 @@ end
 local stale = {}
 for _, name in ipairs(order) do
   local st = get_state(name) or { gen = 0 }
-  if st.state == 'sent' then
+  -- A message of the older gen may be in its topic (sent, or sent by a sender that died
+  -- before it marked it): cancelled.
+  if st.state == 'sent' or st.state == 'ready' then
     stale[#stale + 1] = { name, st.gen, (record(name) or {}).topic or '' }
   end
+  redis.call('SREM', KEYS[6], name)
   local waiting = 0
   for _, dep in ipairs((record(name) or {}).after or {}) do
     local dst = get_state(dep[1])

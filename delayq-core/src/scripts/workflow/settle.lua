@@ -22,12 +22,14 @@ if flow == 'cancelled' then
   st.state, st.ended = (kind == 'done') and 'done' or 'failed', now
   if kind ~= 'done' then st.reason = ARGV[6] end
   put_state(name, st)
+  redis.call('SREM', KEYS[6], name)
   return { 'ok', {} }
 end
 local failed_flow = nil
 if kind == 'done' then
   st.state, st.ended = 'done', now
   put_state(name, st)
+  redis.call('SREM', KEYS[6], name)
   redis.call('HINCRBY', KEYS[1], 'left', -1)
   local rec = record(name) or {}
   for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
