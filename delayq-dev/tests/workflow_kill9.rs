@@ -38,8 +38,8 @@ async fn flows_end_done_across_consumers_killed_with_sigkill() {
     // Each of the two first consumers killed (-9) mid-run, once it has run some steps, and a
     // new one started in its place.
     let mut killed = Vec::new();
-    for which in 0..2 {
-        let pid = consumers[which].pid();
+    for consumer in consumers.iter_mut() {
+        let pid = consumer.pid();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while read_ledger(&ledger).iter().filter(|l| l.pid == pid).count() < 20 {
             assert!(
@@ -49,8 +49,8 @@ async fn flows_end_done_across_consumers_killed_with_sigkill() {
             sleep_ms(5).await;
         }
         killed.push((pid, read_ledger(&ledger).len()));
-        consumers[which].kill9();
-        consumers[which] = ConsumerProcess::start(&server.url(), &ledger, 50);
+        consumer.kill9();
+        *consumer = ConsumerProcess::start(&server.url(), &ledger, 50);
     }
     for id in &ids {
         assert_eq!(
