@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::keys::{parse_step_id, step_message_id};
-use super::read::StepState;
+use super::read::{parse_state, StepState};
 use crate::delay::{Outcome, TopicKeys};
 use crate::error::Result;
 use crate::id::MessageId;
@@ -94,17 +94,9 @@ impl Producer {
                 .and_then(|r| r["topic"].as_str().map(String::from))
                 .unwrap_or_default();
             let raw = st.unwrap_or_default();
-            let (head, reason) = raw.split_once('\n').unwrap_or((&raw, ""));
-            let mut f = head.split(' ');
-            let state = match f.next() {
-                Some("done") => StepState::Done,
-                Some("failed") => StepState::Failed,
-                Some("cancelled") => StepState::Cancelled,
-                Some("sent") => StepState::Sent,
-                Some("ready") => StepState::Ready,
-                _ => StepState::Waiting,
-            };
-            let gen: u64 = f.next().and_then(|g| g.parse().ok()).unwrap_or(0);
+            // One that does not read (a hand edit) counts as waiting: it has not ended.
+            let (state, gen, reason) = parse_state(&raw)
+                .map_or((StepState::Waiting, 0, ""), |k| (k.state, k.gen, k.reason));
             if state == StepState::Done && !topic.is_empty() {
                 wanted
                     .entry(topic.clone())

@@ -62,7 +62,7 @@ pub enum StepState {
 }
 
 impl StepState {
-    fn parse(s: &str) -> Option<Self> {
+    pub(super) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "waiting" => StepState::Waiting,
             "ready" => StepState::Ready,
@@ -127,6 +127,32 @@ pub struct FlowInfo {
     pub steps: Vec<StepInfo>,
 }
 
+/// A step's state as the scripts keep it: `<state> <gen> <sent ms> <ended ms>\n<reason>`.
+pub(super) struct KeptState<'a> {
+    pub(super) state: StepState,
+    pub(super) gen: u64,
+    pub(super) sent_ms: u64,
+    pub(super) ended_ms: u64,
+    pub(super) reason: &'a str,
+}
+
+/// `raw` read as a [`KeptState`]; `None` when it is not one (a hand edit).
+pub(super) fn parse_state(raw: &str) -> Option<KeptState<'_>> {
+    let (head, reason) = raw.split_once('\n').unwrap_or((raw, ""));
+    let mut f = head.split(' ');
+    let state = StepState::parse(f.next()?)?;
+    let gen = f.next()?.parse().ok()?;
+    let mut ms = || f.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    let (sent_ms, ended_ms) = (ms(), ms());
+    Some(KeptState {
+        state,
+        gen,
+        sent_ms,
+        ended_ms,
+        reason,
+    })
+}
+
 fn when(ms: Option<&String>) -> Option<SystemTime> {
     ms.and_then(|m| m.parse::<u64>().ok())
         .filter(|&m| m > 0)
@@ -174,13 +200,7 @@ impl Producer {
         let mut names: Vec<&String> = states.keys().collect();
         names.sort();
         for name in names {
-            let raw = &states[name];
-            let (head, reason) = raw.split_once('\n').unwrap_or((raw, ""));
-            let f: Vec<&str> = head.split(' ').collect();
-            let (Some(s), Some(gen)) = (
-                f.first().and_then(|s| StepState::parse(s)),
-                f.get(1).and_then(|g| g.parse().ok()),
-            ) else {
+            let Some(kept) = parse_state(&states[name]) else {
                 return Err(bad(format!("step {name:?}")));
             };
             let rec: serde_json::Value = recs
@@ -205,13 +225,13 @@ impl Producer {
             steps.push(StepInfo {
                 name: name.clone(),
                 topic: rec["topic"].as_str().unwrap_or_default().to_string(),
-                state: s,
-                gen,
+                state: kept.state,
+                gen: kept.gen,
                 after,
-                reason: (!reason.is_empty()).then(|| reason.to_string()),
-                sent_at: when(f.get(2).map(|s| s.to_string()).as_ref()),
-                ended_at: when(f.get(3).map(|s| s.to_string()).as_ref()),
-                message_id: super::keys::step_message_id(id, name, gen),
+                reason: (!kept.reason.is_empty()).then(|| kept.reason.to_string()),
+                sent_at: (kept.sent_ms > 0).then(|| ms_to_time(kept.sent_ms)),
+                ended_at: (kept.ended_ms > 0).then(|| ms_to_time(kept.ended_ms)),
+                message_id: super::keys::step_message_id(id, name, kept.gen),
             });
         }
         Ok(Some(FlowInfo {

@@ -1,8 +1,6 @@
 //! Settling a step whose message ended, in its flow: the runtime's call after an ack or a
 //! death, and the back pool's sweep of the ends a crash left unsettled.
 
-use std::time::Duration;
-
 use redis::Value;
 
 use super::keys::{parse_step_id, SCRIPTS};
@@ -10,7 +8,6 @@ use crate::delay::{Outcome, TopicKeys};
 use crate::error::Result;
 use crate::id::MessageId;
 use crate::producer::Producer;
-use crate::time::millis;
 
 /// Ended steps one sweep settles at most.
 const SWEEP_STEPS: isize = 200;
@@ -22,6 +19,25 @@ pub enum StepEnd {
     Done,
     /// Dead (or cancelled by hand), for this reason.
     Failed(String),
+}
+
+impl Producer {
+    /// `settle.lua`: step `name`'s run `gen` of flow `flow` ended as `end`.
+    pub(super) async fn settle_in_flow(
+        &self,
+        flow: &super::keys::FlowId,
+        name: &str,
+        gen: u64,
+        end: &StepEnd,
+    ) -> Result<Value> {
+        let (kind, reason) = match end {
+            StepEnd::Done => ("done", ""),
+            StepEnd::Failed(r) => ("dead", r.as_str()),
+        };
+        let mut inv = self.flow_keys(flow).invoke(&SCRIPTS.settle);
+        inv.arg(name).arg(gen).arg(kind).arg(reason);
+        self.flow_call(inv).await
+    }
 }
 
 /// Settles the flow step whose message `id` of `keys`' topic ended as `end`: the steps that
@@ -40,14 +56,7 @@ pub async fn settle_step(
     let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
         return Ok(None);
     };
-    let fk = p.flow_keys(&flow);
-    let mut inv = fk.invoke(&SCRIPTS.settle);
-    let (kind, reason) = match end {
-        StepEnd::Done => ("done", ""),
-        StepEnd::Failed(r) => ("dead", r.as_str()),
-    };
-    inv.arg(&name).arg(gen).arg(kind).arg(reason);
-    let reply = p.flow_call(inv).await?;
+    let reply = p.settle_in_flow(&flow, &name, gen, end).await?;
     let ended = match &reply {
         Value::Array(parts) => match parts.get(2) {
             Some(Value::BulkString(b)) if b == b"done" => Some("done"),
@@ -87,12 +96,13 @@ async fn drop_note(p: &Producer, keys: &TopicKeys, id: &MessageId) -> Result<()>
     Ok(())
 }
 
-/// Settles the flow steps of `keys`' topic whose messages ended at least `older` ago and are
-/// not settled yet (a process died between the end and the settle); returns how many.
+/// Settles the flow steps of `keys`' topic whose messages ended and are not settled yet (a
+/// process died between the end and the settle, or is settling them now: a second settle
+/// changes nothing); returns how many, at most 200 a call.
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
-pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration) -> Result<usize> {
+pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<usize> {
     let steps = keys.steps.clone();
     let noted: Vec<(String, f64)> = p
         .conn
@@ -112,16 +122,11 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys, older: Duration)
     if noted.is_empty() {
         return Ok(0);
     }
-    let now = crate::time::time_to_ms(std::time::SystemTime::now()) as f64;
     // The score is when it ended, negated when it did not succeed.
     let due: Vec<(MessageId, bool)> = noted
         .iter()
-        .filter(|(_, at)| at.abs() <= now - millis(older) as f64)
         .map(|(id, at)| (MessageId::from_stored(id.clone()), *at >= 0.0))
         .collect();
-    if due.is_empty() {
-        return Ok(0);
-    }
     let ids: Vec<MessageId> = due.iter().map(|(id, _)| id.clone()).collect();
     let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
     let mut settled = 0;
@@ -160,12 +165,12 @@ impl crate::delay::TopicQueue {
         settle_step(self.producer(), self.keys(), id, end).await
     }
 
-    /// Settles the flow steps whose messages ended at least `older` ago and are not settled
-    /// (see [`settle_ended_steps`]).
+    /// Settles the flow steps whose messages ended and are not settled (see
+    /// [`settle_ended_steps`]).
     ///
     /// # Errors
     /// As [`settle_ended_steps`].
-    pub async fn settle_ended_steps(&self, older: Duration) -> Result<usize> {
-        settle_ended_steps(self.producer(), self.keys(), older).await
+    pub async fn settle_ended_steps(&self) -> Result<usize> {
+        settle_ended_steps(self.producer(), self.keys()).await
     }
 }

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use super::build::{Flow, FLOW_TTL};
 use super::check::check;
 use super::keys::{index_key, step_message_id, FlowId, FlowKeys, SCRIPTS};
+use super::settle::StepEnd;
 use crate::delay::{Priority, SendOptions};
 use crate::error::{Error, Result};
 use crate::id::MessageId;
@@ -214,12 +215,9 @@ impl Producer {
                 // the step fails, so that nothing waits for it for ever.
                 Err(e) => {
                     refused = true;
-                    let mut inv = keys.invoke(&SCRIPTS.settle);
-                    inv.arg(&step.name)
-                        .arg(step.gen)
-                        .arg("dead")
-                        .arg(format!("cannot be sent to {}: {e}", step.topic));
-                    self.flow_call(inv).await?;
+                    let why = format!("cannot be sent to {}: {e}", step.topic);
+                    self.settle_in_flow(id, &step.name, step.gen, &StepEnd::Failed(why))
+                        .await?;
                 }
             }
         }

@@ -30,7 +30,7 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         {
             Ok(report) => {
                 // Flow steps whose ends were noted but not settled (a process died between).
-                if let Err(e) = topic.queue.settle_ended_steps(Duration::ZERO).await {
+                if let Err(e) = topic.queue.settle_ended_steps().await {
                     tracing::debug!(topic = %topic.name, error = %e, "settling ended flow steps failed; the next sweep tries again");
                 }
                 topic.health.ok();

@@ -314,15 +314,10 @@ impl Hub {
         Some((state.channels.keys().cloned().collect(), not_live))
     }
 
-    /// Of `not_live`, those `subscribed` already are live: told, and read once.
-    pub(super) fn relive(&self, not_live: Vec<String>, subscribed: &HashSet<String>) {
-        let again: Vec<String> = not_live
-            .into_iter()
-            .filter(|c| subscribed.contains(c))
-            .collect();
-        if !again.is_empty() {
-            self.set_live(&again, true);
-            self.recheck(Some(again));
-        }
+    /// Channels subscribed on the task's connection: their waits are told, and what they may
+    /// have missed is read.
+    pub(super) fn subscribed_now(&self, channels: Vec<String>) {
+        self.set_live(&channels, true);
+        self.recheck(Some(channels));
     }
 }

@@ -59,6 +59,33 @@ async fn bounded(
     }
 }
 
+/// The periodic read of the standing waits, and the keepalive, neither due at once.
+fn timers() -> (tokio::time::Interval, tokio::time::Interval) {
+    let mut recheck = tokio::time::interval(RECHECK_EVERY);
+    recheck.reset();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    (recheck, ping)
+}
+
+/// The channels to subscribe and to leave, given those `subscribed` on this connection (the
+/// ones subscribed already but not known live are told so first); `None`: no wait is left.
+fn changes(hub: &Hub, subscribed: &HashSet<String>) -> Option<(Vec<String>, Vec<String>)> {
+    let (wanted, not_live) = hub.wanted()?;
+    // Left and wanted again before the task looked: still subscribed, but its waits do not
+    // know it.
+    let again: Vec<String> = not_live
+        .into_iter()
+        .filter(|c| subscribed.contains(c))
+        .collect();
+    if !again.is_empty() {
+        hub.subscribed_now(again);
+    }
+    let new = wanted.difference(subscribed).cloned().collect();
+    let old = subscribed.difference(&wanted).cloned().collect();
+    Some((new, old))
+}
+
 /// One plain pub/sub connection (a single server, or Sentinel's primary).
 async fn plain(hub: &Hub) -> Result<(), String> {
     let connect = async {
@@ -76,23 +103,16 @@ async fn plain(hub: &Hub) -> Result<(), String> {
         .map_err(|_| "connecting timed out".to_string())??;
     let (mut sink, mut messages) = pubsub.split();
     let mut subscribed: HashSet<String> = HashSet::new();
-    let mut recheck = tokio::time::interval(RECHECK_EVERY);
-    recheck.reset();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
+    let (mut recheck, mut ping) = timers();
     loop {
-        let Some((wanted, not_live)) = hub.wanted() else {
+        let Some((new, old)) = changes(hub, &subscribed) else {
             return Ok(());
         };
-        hub.relive(not_live, &subscribed);
-        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
         if !new.is_empty() {
             bounded(sink.subscribe(&new)).await?;
             subscribed.extend(new.iter().cloned());
-            hub.set_live(&new, true);
-            hub.recheck(Some(new));
+            hub.subscribed_now(new);
         }
-        let old: Vec<String> = subscribed.difference(&wanted).cloned().collect();
         if !old.is_empty() {
             bounded(sink.unsubscribe(&old)).await?;
             old.iter().for_each(|c| {
@@ -130,26 +150,20 @@ async fn sharded(hub: &Hub) -> Result<(), String> {
         .await
         .map_err(|_| "connecting timed out".to_string())??;
     let mut subscribed: HashSet<String> = HashSet::new();
-    let mut recheck = tokio::time::interval(RECHECK_EVERY);
-    recheck.reset();
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.reset();
+    let (mut recheck, mut ping) = timers();
     loop {
-        let Some((wanted, not_live)) = hub.wanted() else {
+        let Some((new, old)) = changes(hub, &subscribed) else {
             return Ok(());
         };
-        hub.relive(not_live, &subscribed);
-        let new: Vec<String> = wanted.difference(&subscribed).cloned().collect();
         for channel in &new {
             // One call a channel: a sharded subscription takes channels of one slot only.
             bounded(cluster.ssubscribe(channel)).await?;
             subscribed.insert(channel.clone());
         }
         if !new.is_empty() {
-            hub.set_live(&new, true);
-            hub.recheck(Some(new));
+            hub.subscribed_now(new);
         }
-        for channel in subscribed.difference(&wanted).cloned().collect::<Vec<_>>() {
+        for channel in old {
             bounded(cluster.sunsubscribe(&channel)).await?;
             subscribed.remove(&channel);
         }

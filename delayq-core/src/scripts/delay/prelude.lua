@@ -270,10 +270,13 @@ end
 -- by the year 9999 (MAX_DUE_MS, as time.rs') at the latest.
 local UNRESERVE_PER_CALL = 1000
 local MAX_DUE_MS = 253402300799999
+-- Drops the members of the sorted set `key` scored at `now` or before, at most `max` a call.
+local function drop_before(key, now, max)
+  local n = math.min(redis.call('ZCOUNT', key, '-inf', string.format('%d', now)), max)
+  if n > 0 then redis.call('ZREMRANGEBYRANK', key, 0, n - 1) end
+end
 local function unreserve_expired(now)
-  local n = math.min(redis.call('ZCOUNT', KEYS[11], '-inf', string.format('%d', now)),
-    UNRESERVE_PER_CALL)
-  if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, n - 1) end
+  drop_before(KEYS[11], now, UNRESERVE_PER_CALL)
 end
 local function reserve(pairs, now)
   if #pairs == 0 then return end
@@ -300,9 +303,7 @@ local HEARD_END_MS = 60000
 -- Drops the waits whose time passed, at most RESULT_DROP_PER_CALL a call (outcome.lua and the
 -- back pool's sweep): a producer that gave up, or was gone, leaves nothing behind.
 local function unwait_expired(now)
-  local n = math.min(redis.call('ZCOUNT', KEYS[15], '-inf', string.format('%d', now)),
-    RESULT_DROP_PER_CALL)
-  if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[15], 0, n - 1) end
+  drop_before(KEYS[15], now, RESULT_DROP_PER_CALL)
 end
 
 -- Drops, at most RESULT_DROP_PER_CALL a call, the kept outcomes that ended more than `ttl_ms`
