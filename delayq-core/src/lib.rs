@@ -70,8 +70,8 @@ pub use schedule::{
 pub use stream::{GroupStats, PublishOptions, StreamDeadLetter, StreamStats};
 pub use time::MAX_DUE_MS;
 pub use workflow::{
-    is_step_id, settle_ended_steps, settle_step, Dependency, Flow, FlowId, FlowInfo, FlowState,
-    OnFailure, StepEnd, StepInfo, StepState, MAX_FLOW_STEPS,
+    is_step_id, settle_ended_steps, settle_step, settle_steps, Dependency, Flow, FlowId, FlowInfo,
+    FlowState, OnFailure, Settled, StepEnd, StepInfo, StepState, MAX_FLOW_STEPS,
 };
 
 /// The consumer side of the protocol, for `delayq-runtime` and delayq's own tests. Not a

@@ -8,6 +8,8 @@
 //!     cargo bench --bench work -- --plain       # µs Redis spends, on a plain redis-server
 //!     cargo bench --bench work -- send          # only what sending costs
 //!     cargo bench --bench work -- flows         # a fan-in flow's work per step, beside a plain message's
+//!     DELAYQ_BENCH_CALLS=1 cargo bench --bench work -- --plain flows
+//!                                               # the same, with the flow's calls by script (SLOWLOG)
 //!
 //! Needs valgrind (Debian: `apt-get install -y valgrind`). Redis runs some 50× slower under
 //! callgrind, so a drain here claims in larger batches than on a plain server: the report gives
@@ -41,13 +43,14 @@ async fn work_c200(msg: Message<Payload>) {
 }
 
 #[delay_listener(topic = "work.flow", concurrency = 50)]
-async fn work_flow(n: u64) {
-    std::hint::black_box(n);
+async fn work_flow(msg: Message<Payload>) {
+    std::hint::black_box(msg.payload().order_id);
     HANDLED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A flow of `n` steps into one (a fan-in), started, run and ended by one runtime: Redis work
-/// per step, the start's writes and sends included.
+/// per step, the start's writes and sends included. The steps carry the plain drain's
+/// payloads (so the topic's hashes are encoded as the drain's are).
 async fn flow_work(server: &mut Target, n: u64) -> f64 {
     redis::cmd("FLUSHALL")
         .query::<()>(&mut server.connection())
@@ -62,9 +65,27 @@ async fn flow_work(server: &mut Target, n: u64) -> f64 {
     let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
     let mut flow = delayq_runtime::Flow::new();
     for (i, name) in names.iter().enumerate() {
-        flow = flow.step(name, "work.flow", &(i as u64));
+        flow = flow.step(name, "work.flow", &payload(i as u64));
     }
-    let flow = flow.step("last", "work.flow", &n).after(&names);
+    let flow = flow.step("last", "work.flow", &payload(n)).after(&names);
+    let calls = std::env::var_os("DELAYQ_BENCH_CALLS").is_some();
+    if calls {
+        for (k, v) in [
+            ("slowlog-log-slower-than", "0"),
+            ("slowlog-max-len", "1000000"),
+        ] {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(k)
+                .arg(v)
+                .query::<()>(&mut server.connection())
+                .unwrap();
+        }
+        redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query::<()>(&mut server.connection())
+            .unwrap();
+    }
     server.zero();
     let id = producer.start_flow(flow).await.expect("start the flow");
     let state = producer
@@ -73,6 +94,54 @@ async fn flow_work(server: &mut Target, n: u64) -> f64 {
         .expect("wait for the flow");
     assert_eq!(state, Some(delayq_runtime::FlowState::Done));
     let work = server.measure("flows");
+    if std::env::var_os("DELAYQ_BENCH_CALLS").is_some() {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut server.connection())
+            .expect("INFO commandstats");
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
+            println!("{line}");
+        }
+        let log: Vec<(u64, u64, u64, Vec<String>)> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(-1)
+            .query::<Vec<redis::Value>>(&mut server.connection())
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| {
+                let redis::Value::Array(f) = e else {
+                    return None;
+                };
+                let n = |i: usize| redis::from_redis_value::<u64>(f.get(i)?.clone()).ok();
+                let args: Vec<String> = redis::from_redis_value(f.get(3)?.clone()).ok()?;
+                Some((n(0)?, n(1)?, n(2)?, args))
+            })
+            .collect();
+        let mut by: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();
+        for (_, _, us, args) in &log {
+            let name = if args[0].eq_ignore_ascii_case("evalsha") {
+                format!(
+                    "{} keys={} {}",
+                    &args[1][..8],
+                    args[2],
+                    args.get(3).map_or("", |s| s.as_str())
+                )
+            } else {
+                args[0].clone()
+            };
+            let e = by.entry(name).or_default();
+            e.0 += 1;
+            e.1 += us;
+            e.2 += args.len() as u64;
+        }
+        for (name, (n, us, argc)) in by {
+            println!(
+                "{name}: calls {n}, µs {us}, µs/call {}, args/call {}",
+                us / n,
+                argc / n
+            );
+        }
+    }
     rt.shutdown().await.expect("shutdown");
     work / (n + 1) as f64
 }

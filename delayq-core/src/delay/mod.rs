@@ -39,6 +39,7 @@ mod results;
 mod scripts;
 mod send;
 mod send_options;
+mod send_trusted;
 mod settle_failed;
 mod stats;
 mod ticks;
@@ -61,6 +62,7 @@ pub use send_options::{
     Cancelled, Priority, SendOptions, SendOutcome, TopicCounts, DEFAULT_REPLICA_TIMEOUT,
     MAX_KEY_LEN,
 };
+pub(crate) use send_trusted::Trusted;
 pub use stats::{Outcomes, TopicStats};
 pub(crate) use ticks::Ticks;
 pub use ticks::{send_ticks, state_of, MessageState, TickCall};

@@ -41,7 +41,7 @@ impl Producer {
     /// What a send checks before it writes to `topic`: the namespace's layout, and the
     /// topic's registry entry (each a round trip the first time only).
     /// Both are idempotent: retried once on a lost connection, as the send is.
-    async fn before_first_write(&self, topic: &str) -> Result<()> {
+    pub(super) async fn before_first_write(&self, topic: &str) -> Result<()> {
         self.conn
             .retry_once(|| async {
                 self.check_layout().await?;

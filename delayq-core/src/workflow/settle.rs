@@ -1,16 +1,24 @@
-//! Settling a step whose message ended, in its flow: the runtime's call after an ack or a
-//! death, and the back pool's sweep of the ends a crash left unsettled.
+//! Settling steps whose messages ended, in their flows: the runtime's call after acks and
+//! deaths (many at once, one `settle.lua` call a flow), and the back pool's sweep of the
+//! ends a crash left unsettled.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
 use redis::Value;
 
-use super::keys::{parse_step_id, SCRIPTS};
+use super::build::FLOW_TTL;
+use super::keys::{parse_step_id, FlowId, SCRIPTS};
 use crate::delay::{Outcome, TopicKeys};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::producer::Producer;
 
 /// Ended steps one sweep settles at most.
 const SWEEP_STEPS: isize = 200;
+/// Flows settled at once.
+const FLOWS_AT_ONCE: usize = 16;
 
 /// How a flow step's message ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,28 +29,185 @@ pub enum StepEnd {
     Failed(String),
 }
 
+/// What one `settle.lua` call answered.
+struct FlowSettled {
+    /// Steps made ready, and how many the outbox holds.
+    made_ready: i64,
+    outbox: i64,
+    ttl: Duration,
+    /// The flow's end when the call ended it.
+    ended: Option<&'static str>,
+}
+
+fn parse(reply: &Value) -> Result<Option<FlowSettled>> {
+    let Value::Array(parts) = reply else {
+        return Err(Error::unexpected("settle flow steps", reply));
+    };
+    let word = |i: usize| match parts.get(i) {
+        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(Value::SimpleString(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let int = |i: usize| match parts.get(i) {
+        Some(Value::Int(n)) => *n,
+        _ => 0,
+    };
+    match word(0).as_str() {
+        "gone" => Ok(None),
+        "ok" => Ok(Some(FlowSettled {
+            made_ready: int(2),
+            outbox: int(3),
+            ttl: word(4).parse().map_or(FLOW_TTL, Duration::from_millis),
+            ended: match word(5).as_str() {
+                "done" => Some("done"),
+                "failed" => Some("failed"),
+                _ => None,
+            },
+        })),
+        _ => Err(Error::unexpected("settle flow steps", reply)),
+    }
+}
+
 impl Producer {
     /// `settle.lua`: step `name`'s run `gen` of flow `flow` ended as `end`.
     pub(super) async fn settle_in_flow(
         &self,
-        flow: &super::keys::FlowId,
+        flow: &FlowId,
         name: &str,
         gen: u64,
         end: &StepEnd,
-    ) -> Result<Value> {
-        let (kind, reason) = match end {
-            StepEnd::Done => ("done", ""),
-            StepEnd::Failed(r) => ("dead", r.as_str()),
-        };
+    ) -> Result<()> {
+        self.settle_many(flow, &[(name, gen, end)])
+            .await
+            .map(|_| ())
+    }
+
+    async fn settle_many(
+        &self,
+        flow: &FlowId,
+        steps: &[(&str, u64, &StepEnd)],
+    ) -> Result<Option<FlowSettled>> {
         let mut inv = self.flow_keys(flow).invoke(&SCRIPTS.settle);
-        inv.arg(name).arg(gen).arg(kind).arg(reason);
-        self.flow_call(inv).await
+        inv.arg(steps.len());
+        for (name, gen, end) in steps {
+            let (kind, reason) = match end {
+                StepEnd::Done => ("done", ""),
+                StepEnd::Failed(r) => ("dead", r.as_str()),
+            };
+            inv.arg(*name).arg(*gen).arg(kind).arg(reason);
+        }
+        parse(&self.flow_call(inv).await?)
+    }
+
+    /// Settles one flow's ended steps; the outbox is sent when they made steps ready (or,
+    /// `recovering`, whenever it holds some: a crash may have come between a settle and its
+    /// send).
+    async fn settle_flow(
+        &self,
+        flow: &FlowId,
+        steps: &[(&str, u64, &StepEnd)],
+        recovering: bool,
+    ) -> Result<Option<&'static str>> {
+        let Some(settled) = self.settle_many(flow, steps).await? else {
+            return Ok(None);
+        };
+        if settled.made_ready > 0 || (recovering && settled.outbox > 0) {
+            self.send_outbox(flow, settled.ttl).await?;
+        }
+        Ok(settled.ended)
     }
 }
 
-/// Settles the flow step whose message `id` of `keys`' topic ended as `end`: the steps that
-/// waited for it are sent, then the topic's note of it is dropped. Idempotent: a second call
-/// (after a crash) changes nothing twice.
+/// What [`settle_steps`] did.
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// For each message given: settled (or not a flow step's), or not (its note stays, for
+    /// the back pool's sweep).
+    pub settled: Vec<bool>,
+    /// The ends of the flows these settles ended (`done`, `failed`).
+    pub flows_ended: Vec<&'static str>,
+    /// The first error met, if any.
+    pub error: Option<Error>,
+}
+
+/// Settles the flow steps whose messages `ends` of `keys`' topic ended: per flow, one
+/// `settle.lua` call for all its steps, then its ready steps are sent; then the topic's notes
+/// of those settled are dropped. Idempotent: a second call (after a crash) changes nothing
+/// twice. A message that is not a flow step's is left alone.
+pub async fn settle_steps(
+    p: &Producer,
+    keys: &TopicKeys,
+    ends: &[(MessageId, StepEnd)],
+) -> Settled {
+    settle(p, keys, ends, false).await
+}
+
+async fn settle(
+    p: &Producer,
+    keys: &TopicKeys,
+    ends: &[(MessageId, StepEnd)],
+    recovering: bool,
+) -> Settled {
+    let mut flows: BTreeMap<FlowId, Vec<(usize, String, u64)>> = BTreeMap::new();
+    let mut report = Settled {
+        settled: vec![true; ends.len()],
+        ..Settled::default()
+    };
+    for (i, (id, _)) in ends.iter().enumerate() {
+        if let Some((flow, name, gen)) = parse_step_id(id.as_str()) {
+            flows.entry(flow).or_default().push((i, name, gen));
+        }
+    }
+    // Collected first: a lazy map over borrowed groups would be held across the awaits.
+    let mut calls = Vec::with_capacity(flows.len());
+    for (flow, steps) in &flows {
+        calls.push(settle_group(p, flow, steps, ends, recovering));
+    }
+    let results: Vec<_> = futures_util::stream::iter(calls)
+        .buffer_unordered(FLOWS_AT_ONCE)
+        .collect()
+        .await;
+    for (steps, result) in results {
+        match result {
+            Ok(ended) => report.flows_ended.extend(ended),
+            Err(e) => {
+                for (i, _, _) in steps {
+                    report.settled[*i] = false;
+                }
+                report.error.get_or_insert(e);
+            }
+        }
+    }
+    let done: Vec<&str> = ends
+        .iter()
+        .zip(&report.settled)
+        .filter(|((id, _), ok)| **ok && super::keys::is_step_id(id.as_str()))
+        .map(|((id, _), _)| id.as_str())
+        .collect();
+    if let Err(e) = drop_notes(p, keys, &done).await {
+        report.settled.iter_mut().for_each(|s| *s = false);
+        report.error.get_or_insert(e);
+    }
+    report
+}
+
+/// One flow's part of `settle`: its steps (their places in `ends`) settled in one call.
+async fn settle_group<'a>(
+    p: &Producer,
+    flow: &FlowId,
+    steps: &'a [(usize, String, u64)],
+    ends: &[(MessageId, StepEnd)],
+    recovering: bool,
+) -> (&'a [(usize, String, u64)], Result<Option<&'static str>>) {
+    let each: Vec<(&str, u64, &StepEnd)> = steps
+        .iter()
+        .map(|(i, name, gen)| (name.as_str(), *gen, &ends[*i].1))
+        .collect();
+    (steps, p.settle_flow(flow, &each, recovering).await)
+}
+
+/// Settles the flow step whose message `id` of `keys`' topic ended as `end` (see
+/// [`settle_steps`]); returns the flow's end when this settle ended it.
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call (the
@@ -53,41 +218,26 @@ pub async fn settle_step(
     id: &MessageId,
     end: &StepEnd,
 ) -> Result<Option<&'static str>> {
-    let Some((flow, name, gen)) = parse_step_id(id.as_str()) else {
-        return Ok(None);
-    };
-    let reply = p.settle_in_flow(&flow, &name, gen, end).await?;
-    let ended = match &reply {
-        Value::Array(parts) => match parts.get(2) {
-            Some(Value::BulkString(b)) if b == b"done" => Some("done"),
-            Some(Value::BulkString(b)) if b == b"failed" => Some("failed"),
-            _ => None,
-        },
-        _ => None,
-    };
-    let ttl = match &reply {
-        Value::Array(parts) if matches!(parts.first(), Some(Value::BulkString(b)) if b != b"gone") => {
-            Some(p.flow_ttl(&flow).await?)
-        }
-        _ => None,
-    };
-    if let Some(ttl) = ttl {
-        p.send_outbox(&flow, ttl).await?;
+    let report = settle_steps(p, keys, &[(id.clone(), end.clone())]).await;
+    match report.error {
+        Some(e) => Err(e),
+        None => Ok(report.flows_ended.first().copied()),
     }
-    drop_note(p, keys, id).await?;
-    Ok(ended)
 }
 
-/// Drops the topic's note that step message `id` ended.
-async fn drop_note(p: &Producer, keys: &TopicKeys, id: &MessageId) -> Result<()> {
+/// Drops the topic's notes that step messages `ids` ended.
+async fn drop_notes(p: &Producer, keys: &TopicKeys, ids: &[&str]) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
     let steps = keys.steps.clone();
     p.conn
         .run(|mut c| {
-            let (steps, id) = (&steps, id.as_str());
+            let steps = &steps;
             async move {
                 redis::cmd("ZREM")
                     .arg(steps)
-                    .arg(id)
+                    .arg(ids)
                     .query_async::<()>(&mut c)
                     .await
             }
@@ -123,33 +273,33 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<usize>
         return Ok(0);
     }
     // The score is when it ended, negated when it did not succeed.
-    let due: Vec<(MessageId, bool)> = noted
+    let ids: Vec<MessageId> = noted
         .iter()
-        .map(|(id, at)| (MessageId::from_stored(id.clone()), *at >= 0.0))
+        .map(|(id, _)| MessageId::from_stored(id.clone()))
         .collect();
-    let ids: Vec<MessageId> = due.iter().map(|(id, _)| id.clone()).collect();
     let outcomes = crate::delay::outcomes_of(&p.conn, keys, &ids).await?;
-    let mut settled = 0;
-    for ((id, ok), outcome) in due.iter().zip(outcomes) {
-        let end = match (ok, outcome) {
+    let mut ends = Vec::new();
+    let mut again = Vec::new();
+    for ((id, (_, at)), outcome) in ids.into_iter().zip(&noted).zip(outcomes) {
+        let end = match (*at >= 0.0, outcome) {
             // Sent again since (its dead letter replayed): its next end notes it again.
             (_, Outcome::Pending) => {
-                drop_note(p, keys, id).await?;
+                again.push(id);
                 continue;
             }
             (true, _) => StepEnd::Done,
             (false, Outcome::Dead { reason }) => StepEnd::Failed(reason),
             (false, _) => StepEnd::Failed("its message was cancelled, or is gone".into()),
         };
-        // One that fails is left for the next sweep; the others go on.
-        match settle_step(p, keys, id, &end).await {
-            Ok(_) => settled += 1,
-            Err(e) => {
-                tracing::warn!(step = %id, error = %e, "a flow step's end could not be settled; the next sweep tries again")
-            }
-        }
+        ends.push((id, end));
     }
-    Ok(settled)
+    let again: Vec<&str> = again.iter().map(MessageId::as_str).collect();
+    drop_notes(p, keys, &again).await?;
+    let report = settle(p, keys, &ends, true).await;
+    if let Some(e) = &report.error {
+        tracing::warn!(topic = %keys.topic, error = %e, "flow steps' ends could not be settled; the next sweep tries again");
+    }
+    Ok(report.settled.iter().filter(|s| **s).count())
 }
 
 impl crate::delay::TopicQueue {
@@ -163,6 +313,11 @@ impl crate::delay::TopicQueue {
             return Ok(None);
         }
         settle_step(self.producer(), self.keys(), id, end).await
+    }
+
+    /// Settles many flow steps' ends at once (see [`settle_steps`]).
+    pub async fn settle_steps(&self, ends: &[(MessageId, StepEnd)]) -> Settled {
+        settle_steps(self.producer(), self.keys(), ends).await
     }
 
     /// Settles the flow steps whose messages ended and are not settled (see

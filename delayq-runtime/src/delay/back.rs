@@ -33,6 +33,10 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
                 if let Err(e) = topic.queue.settle_ended_steps().await {
                     tracing::debug!(topic = %topic.name, error = %e, "settling ended flow steps failed; the next sweep tries again");
                 }
+                // Flows whose outbox senders died before they finished.
+                if let Err(e) = topic.queue.send_stranded_outboxes().await {
+                    tracing::debug!(error = %e, "sending stranded flow outboxes failed; the next sweep tries again");
+                }
                 topic.health.ok();
                 topic.meter.handled(Outcome::Retry, report.requeued as u64);
                 topic.meter.handled(Outcome::Dead, report.dead as u64);

@@ -8,6 +8,7 @@ use delayq_core::protocol::{Delivery, NackOutcome, Receipt, TopicQueue};
 use delayq_core::{AckError, Error, MessageId};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::ends::EndBatchers;
 use crate::ack_batcher::{AckBatcher, AckSink};
 use crate::books::{BookEntry, Books};
 use crate::meter::{Meter, Minute, Outcome};
@@ -30,6 +31,8 @@ pub(crate) struct Claim {
     entry: BookEntry<(MessageId, u64)>,
     queue: TopicQueue,
     acks: AckBatcher<TopicQueue>,
+    /// Where acks keeping a value and flow steps' settles go.
+    ends: EndBatchers,
     meter: Arc<Meter>,
     /// A schedule's tick: counted for the schedule's history too.
     tick: Option<Arc<Minute>>,
@@ -52,7 +55,7 @@ impl Claim {
     pub(crate) fn enter(
         books: Arc<TopicBooks>,
         queue: TopicQueue,
-        acks: AckBatcher<TopicQueue>,
+        (acks, ends): (AckBatcher<TopicQueue>, EndBatchers),
         (meter, tick): (Arc<Meter>, Option<Arc<Minute>>),
         options: ListenerOptions,
         (delivery, slot): (&Delivery, OwnedSemaphorePermit),
@@ -62,6 +65,7 @@ impl Claim {
             entry: BookEntry::enter(books, (id.clone(), token)),
             queue,
             acks,
+            ends,
             meter,
             tick,
             id,
@@ -100,31 +104,17 @@ impl Claim {
         }
     }
 
-    /// A flow step's message ended: its flow is settled in the background (what fails is left
-    /// to the back pool's sweep, which settles every noted end).
+    /// A flow step's message ended: its flow is settled in the background, with the other
+    /// steps that ended meanwhile (what fails is left to the back pool's sweep, which settles
+    /// every noted end).
     fn settle_step(&self, end: delayq_core::StepEnd) {
         if !self.step {
             return;
         }
-        let (queue, id) = (self.queue.clone(), self.id.clone());
+        let (settles, id) = (self.ends.settles.clone(), self.id.clone());
         tokio::spawn(async move {
-            let outcome = match &end {
-                delayq_core::StepEnd::Done => "done",
-                delayq_core::StepEnd::Failed(_) => "failed",
-            };
-            match queue.settle_step(&id, &end).await {
-                Ok(ended) => {
-                    let topic = queue.keys().topic.clone();
-                    metrics::counter!("delayq_flow_steps_total", "topic" => topic, "outcome" => outcome)
-                        .increment(1);
-                    if let Some(state) = ended {
-                        metrics::counter!("delayq_flows_ended_total", "state" => state)
-                            .increment(1);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "a flow step's end is not settled yet; the back pool's sweep will")
-                }
+            if let Err(e) = settles.ack((id, end)).await {
+                tracing::warn!(error = %e, "a flow step's end is not settled yet; the back pool's sweep will")
             }
         });
     }
@@ -221,12 +211,11 @@ impl Settle for Claim {
         self.ack_with(self.take_slot()).await
     }
 
-    /// Keeps the value with the ack, in one call of its own (`ack_keep.lua`; it does not ride
-    /// on a claim).
+    /// Keeps the value with the ack (`ack_keep.lua`, in batches of their own: they do not
+    /// ride on a claim).
     async fn ack_keeping(&self, value: &[u8]) -> Result<(), AckError> {
         let receipt = (self.id.clone(), self.token, self.dedup_ms);
-        let acked = self.queue.ack_keep(&[(receipt, value.to_vec())]).await?;
-        if acked.first() == Some(&true) {
+        if self.ends.keeps.ack((receipt, value.to_vec())).await? {
             self.handled(Outcome::Ok);
             self.entry.settle();
             self.settle_step(delayq_core::StepEnd::Done);

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::claim::{Claim, TopicBooks};
+use super::ends::EndBatchers;
 use super::message::TopicDelivery;
 use super::registration::ListenerRegistration;
 use crate::ack::Ack;
@@ -28,6 +29,8 @@ pub(crate) struct TopicRuntime {
     pub(crate) handler: Arc<dyn ErasedHandler<TopicDelivery>>,
     pub(crate) queue: TopicQueue,
     pub(crate) acks: AckBatcher<TopicQueue>,
+    /// Acks that keep a value, and flow steps' settles, in batches of their own.
+    pub(crate) ends: EndBatchers,
     /// Free worker slots: the boss claims no more than it can start.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake_boss: Notify,
@@ -122,6 +125,7 @@ impl TopicRuntime {
             options,
             handler: (registration.handler)(),
             acks: AckBatcher::spawn(queue.clone()),
+            ends: EndBatchers::spawn(&queue),
             queue,
             slots: Arc::new(Semaphore::new(options.concurrency as usize)),
             wake_boss: Notify::new(),
@@ -150,7 +154,7 @@ impl TopicRuntime {
         Claim::enter(
             self.books.clone(),
             self.queue.clone(),
-            self.acks.clone(),
+            (self.acks.clone(), self.ends.clone()),
             (self.meter.clone(), self.tick_minute(delivery.id.as_str())),
             self.options,
             (delivery, slot),

@@ -49,6 +49,7 @@ if #rec.next == 0 then rec.next = nil end
 redis.call('HSET', KEYS[2], name, cjson.encode(rec))
 redis.call('HSET', KEYS[5], name, ARGV[6])
 put_state(name, { state = 'ready', gen = 0 })
+flush()
 redis.call('SADD', KEYS[6], name)
 redis.call('HINCRBY', KEYS[1], 'steps', 1)
 redis.call('HINCRBY', KEYS[1], 'left', 1)

@@ -9,6 +9,7 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return { 'gone', {} } end
 if state == 'cancelled' then
   local sent, states = {}, redis.call('HGETALL', KEYS[3])
+prime_states(states)
   for i = 1, #states, 2 do
     local st = get_state(states[i])
     if st and st.state == 'cancelled' then
@@ -20,6 +21,7 @@ end
 if state ~= 'running' then return { 'ended', {} } end
 local now = now_ms()
 local sent, states = {}, redis.call('HGETALL', KEYS[3])
+prime_states(states)
 for i = 1, #states, 2 do
   local name = states[i]
   local st = get_state(name)
@@ -34,6 +36,7 @@ for i = 1, #states, 2 do
     put_state(name, st)
   end
 end
+flush()
 redis.call('DEL', KEYS[6])
 redis.call('HSET', KEYS[1], 'left', 0)
 redis.call('HDEL', KEYS[1], 'starting')

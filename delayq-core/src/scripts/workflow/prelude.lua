@@ -27,8 +27,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function get_state(name)
-  local raw = redis.call('HGET', KEYS[3], name)
+-- Steps' states and records go through a cache for the call: read once (`prefetch` reads
+-- many in one HMGET), states written back by `flush` (one HSET for all, in the order first
+-- written), which every script that puts a state calls before it returns. A call over many
+-- steps makes a few commands, not a few a step.
+local CACHE = { state = {}, rec = {}, dirty = {} }
+
+local function parse_state(raw)
   if not raw then return nil end
   local s, gen, sent, ended, reason = string.match(raw, '^(%a+) (%d+) (%d+) (%d+)\n(.*)$')
   if not s then return nil end
@@ -36,17 +41,75 @@ local function get_state(name)
     reason = reason }
 end
 
+local function get_state(name)
+  local raw = CACHE.state[name]
+  if raw == nil then
+    raw = redis.call('HGET', KEYS[3], name) or false
+    CACHE.state[name] = raw
+  end
+  return parse_state(raw)
+end
+
 local function put_state(name, st)
-  redis.call('HSET', KEYS[3], name, string.format('%s %d %d %d\n%s', st.state, st.gen,
-    st.sent or 0, st.ended or 0, st.reason or ''))
+  if CACHE.dirty[name] == nil then
+    CACHE.dirty[#CACHE.dirty + 1] = name
+    CACHE.dirty[name] = true
+  end
+  CACHE.state[name] = string.format('%s %d %d %d\n%s', st.state, st.gen, st.sent or 0,
+    st.ended or 0, st.reason or '')
+end
+
+-- HSET of a flat list of fields and values, a thousand pairs a command.
+local function hset_all(key, args)
+  for i = 1, #args, 2000 do
+    redis.call('HSET', key, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+
+local function flush()
+  local names, args = CACHE.dirty, {}
+  for i = 1, #names do
+    args[#args + 1] = names[i]
+    args[#args + 1] = CACHE.state[names[i]]
+  end
+  hset_all(KEYS[3], args)
+  CACHE.dirty = {}
+end
+
+-- HGETALL's reply of the states key, into the cache (what it holds is the truth until put).
+local function prime_states(flat)
+  for i = 1, #flat, 2 do
+    if CACHE.state[flat[i]] == nil then CACHE.state[flat[i]] = flat[i + 1] end
+  end
+end
+
+local function decode_record(raw)
+  if not raw then return false end
+  local ok, rec = pcall(cjson.decode, raw)
+  if ok and type(rec) == 'table' then return rec end
+  return false
 end
 
 local function record(name)
-  local raw = redis.call('HGET', KEYS[2], name)
-  if not raw then return nil end
-  local ok, rec = pcall(cjson.decode, raw)
-  if ok and type(rec) == 'table' then return rec end
-  return nil
+  local rec = CACHE.rec[name]
+  if rec == nil then
+    rec = decode_record(redis.call('HGET', KEYS[2], name))
+    CACHE.rec[name] = rec
+  end
+  return rec or nil
+end
+
+-- The states of `names` (from `from` to `to`), and their records unless `states_only`, read
+-- in one HMGET each.
+local function prefetch(names, from, to, states_only)
+  if to < from then return end
+  local states = redis.call('HMGET', KEYS[3], unpack(names, from, to))
+  local recs = (not states_only) and redis.call('HMGET', KEYS[2], unpack(names, from, to))
+  for i = from, to do
+    local name = names[i]
+    if CACHE.state[name] == nil then CACHE.state[name] = states[i - from + 1] end
+    if recs and CACHE.rec[name] == nil then CACHE.rec[name] = decode_record(recs[i - from + 1]) end
+  end
 end
 
 -- Every key of the flow, kept `ms` more (nil: for good).
@@ -64,17 +127,37 @@ local function flow_ended(state, reason, now)
   redis.call(ARGV[2], ARGV[1], state)
 end
 
+-- The steps this call made ready (the client sends the outbox only when there are some).
+local MADE_READY = { n = 0 }
+-- Dependencies ended, by dependent, applied together by `apply_less` (a fan-in's steps that
+-- end in one call count down their dependent once).
+local LESS = { order = {}, n = {} }
+
 -- One dependency of `d` ended as `d` needs (done, or failed behind an Ignore edge): `d` is
--- ready once none is left.
+-- ready once none is left (see `apply_less`).
 local function one_less(d)
-  if redis.call('HINCRBY', KEYS[4], d, -1) <= 0 then
-    local st = get_state(d)
-    if st and st.state == 'waiting' then
-      st.state = 'ready'
-      put_state(d, st)
-      redis.call('SADD', KEYS[6], d)
+  if not LESS.n[d] then
+    LESS.order[#LESS.order + 1] = d
+    LESS.n[d] = 0
+  end
+  LESS.n[d] = LESS.n[d] + 1
+end
+
+local function apply_less()
+  local ready = {}
+  for _, d in ipairs(LESS.order) do
+    if redis.call('HINCRBY', KEYS[4], d, -LESS.n[d]) <= 0 then
+      local st = get_state(d)
+      if st and st.state == 'waiting' then
+        st.state = 'ready'
+        put_state(d, st)
+        ready[#ready + 1] = d
+      end
     end
   end
+  if #ready > 0 then redis.call('SADD', KEYS[6], unpack(ready)) end
+  MADE_READY.n = MADE_READY.n + #ready
+  LESS.order, LESS.n = {}, {}
 end
 
 -- Step `name` failed (`reason`): each dependent behind a Fail edge fails too, without running,
@@ -122,16 +205,19 @@ end
 -- at most `max` (the client sends a page, marks it sent, and reads the next); and how many
 -- members it dropped that were not ready any more (the page may be short for them).
 local function outbox(max)
-  local out, dropped = {}, 0
-  for _, name in ipairs(redis.call('SRANDMEMBER', KEYS[6], max)) do
+  local out, dropped, names = {}, 0, redis.call('SRANDMEMBER', KEYS[6], max)
+  prefetch(names, 1, #names)
+  local payloads = #names > 0 and redis.call('HMGET', KEYS[5], unpack(names)) or {}
+  local gone = {}
+  for i, name in ipairs(names) do
     local st, rec = get_state(name), record(name)
     if st and rec and st.state == 'ready' then
-      out[#out + 1] = { name, st.gen, rec.topic, cjson.encode(rec.opts or {}),
-        redis.call('HGET', KEYS[5], name) or 'null' }
+      out[#out + 1] = { name, st.gen, rec.topic, cjson.encode(rec.opts or {}), payloads[i] or 'null' }
     else
-      redis.call('SREM', KEYS[6], name)
+      gone[#gone + 1] = name
       dropped = dropped + 1
     end
   end
+  if #gone > 0 then redis.call('SREM', KEYS[6], unpack(gone)) end
   return out, dropped
 end

@@ -7,6 +7,7 @@
 -- cancels them) }.
 if redis.call('EXISTS', KEYS[1]) == 0 then return { 'gone', 0, {} } end
 local states = redis.call('HGETALL', KEYS[3])
+prime_states(states)
 local again, order = {}, {}
 for i = 1, #states, 2 do
   local st = get_state(states[i])
@@ -50,6 +51,7 @@ for _, name in ipairs(order) do
   redis.call('HSET', KEYS[4], name, waiting)
   put_state(name, next)
 end
+flush()
 local left = 0
 for j = 1, #states, 2 do
   local st = get_state(states[j])

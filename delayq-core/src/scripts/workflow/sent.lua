@@ -11,16 +11,21 @@ if redis.call('HGET', KEYS[1], 'starting') then
   redis.call('HDEL', KEYS[1], 'starting')
   if redis.call('HGET', KEYS[1], 'state') == 'running' then keep_for(nil) end
 end
-local stale = {}
-for i = 0, tonumber(ARGV[3]) - 1 do
+local stale, names, gone = {}, {}, {}
+local n = tonumber(ARGV[3])
+for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 2 * i] end
+prefetch(names, 1, #names, true)
+for i = 0, n - 1 do
   local name, gen = ARGV[4 + 2 * i], tonumber(ARGV[5 + 2 * i])
   local st = get_state(name)
   if st and st.state == 'ready' and st.gen == gen then
     st.state, st.sent = 'sent', now
     put_state(name, st)
-    redis.call('SREM', KEYS[6], name)
+    gone[#gone + 1] = name
   elseif st and (st.gen ~= gen or st.state == 'cancelled') then
     stale[#stale + 1] = { name, gen }
   end
 end
+flush()
+if #gone > 0 then redis.call('SREM', KEYS[6], unpack(gone)) end
 return stale

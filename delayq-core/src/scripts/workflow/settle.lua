@@ -1,47 +1,65 @@
--- settle.lua: a step's message ended (acked, or dead): the step ends, and the steps that
+-- settle.lua: steps' messages ended (acked, or dead): each step ends, and the steps that
 -- waited for it become ready, or fail under a Fail edge. Idempotent: a step already ended, or
 -- a message of an older gen (the flow was retried since), changes nothing.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
--- ARGV[3] step name   ARGV[4] gen   ARGV[5] 'done' or 'dead'   ARGV[6] reason (dead)
--- Returns { 'ok' | 'stale' | 'gone' (no such flow), {} (the client reads the outbox next,
--- outbox.lua), the flow's end when this call ended it ('done', 'failed'; else '') }.
-if redis.call('EXISTS', KEYS[1]) == 0 then return { 'gone', {} } end
-local name, gen, kind = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local st = get_state(name)
+-- ARGV[3] n, then n steps of four: name, gen, 'done' or 'dead', reason (dead)
+-- Returns { 'gone' } (no such flow), or { 'ok', { 'ok' | 'stale' for each step }, how many
+-- steps it made ready, how many the outbox holds, the flow's ttl (ms, '' when unreadable),
+-- the flow's end when this call ended it ('done', 'failed'; else '') }. The client sends the
+-- outbox (outbox.lua) when steps were made ready.
+if redis.call('EXISTS', KEYS[1]) == 0 then return { 'gone' } end
 local flow = redis.call('HGET', KEYS[1], 'state')
-if not st or st.gen ~= gen or FINAL[st.state] then
-  return { 'stale', {} }
-end
 local now = now_ms()
--- A step ran: its flow was started, whatever became of the start's last call.
-if redis.call('HGET', KEYS[1], 'starting') then
-  redis.call('HDEL', KEYS[1], 'starting')
-  if flow == 'running' then keep_for(nil) end
+local answers, ended, ran, done = {}, '', false, 0
+local n = tonumber(ARGV[3])
+local names = {}
+for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 4 * i] end
+prefetch(names, 1, #names)
+for i = 0, n - 1 do
+  local name, gen, kind, reason = ARGV[4 + 4 * i], tonumber(ARGV[5 + 4 * i]), ARGV[6 + 4 * i],
+    ARGV[7 + 4 * i]
+  local st = get_state(name)
+  if not st or st.gen ~= gen or FINAL[st.state] then
+    answers[#answers + 1] = 'stale'
+  else
+    answers[#answers + 1] = 'ok'
+    -- A step ran: its flow was started, whatever became of the start's last call.
+    if not ran then
+      ran = true
+      if redis.call('HGET', KEYS[1], 'starting') then
+        redis.call('HDEL', KEYS[1], 'starting')
+        if flow == 'running' then keep_for(nil) end
+      end
+    end
+    if flow == 'cancelled' then
+      st.state, st.ended = (kind == 'done') and 'done' or 'failed', now
+      if kind ~= 'done' then st.reason = reason end
+      put_state(name, st)
+      redis.call('SREM', KEYS[6], name)
+    elseif kind == 'done' then
+      -- A step ready, not sent yet (its sender died before it marked it), leaves the outbox.
+      if st.state == 'ready' then redis.call('SREM', KEYS[6], name) end
+      st.state, st.ended = 'done', now
+      put_state(name, st)
+      done = done + 1
+      local rec = record(name) or {}
+      for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
+    else
+      local failed_flow = fail(name, st, reason, now)
+      if failed_flow and flow == 'running' then
+        flow_ended('failed', failed_flow, now)
+        flow, ended = 'failed', 'failed'
+      end
+    end
+  end
 end
-if flow == 'cancelled' then
-  st.state, st.ended = (kind == 'done') and 'done' or 'failed', now
-  if kind ~= 'done' then st.reason = ARGV[6] end
-  put_state(name, st)
-  redis.call('SREM', KEYS[6], name)
-  return { 'ok', {} }
-end
-local failed_flow = nil
-if kind == 'done' then
-  st.state, st.ended = 'done', now
-  put_state(name, st)
-  redis.call('SREM', KEYS[6], name)
-  redis.call('HINCRBY', KEYS[1], 'left', -1)
-  local rec = record(name) or {}
-  for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
-else
-  failed_flow = fail(name, st, ARGV[6], now)
-end
-local ended = ''
-if failed_flow and flow == 'running' then
-  flow_ended('failed', failed_flow, now)
-  ended = 'failed'
-elseif tonumber(redis.call('HGET', KEYS[1], 'left')) <= 0 and flow == 'running' then
+apply_less()
+flush()
+if done > 0 then redis.call('HINCRBY', KEYS[1], 'left', -done) end
+local left = tonumber(redis.call('HGET', KEYS[1], 'left'))
+if flow == 'running' and ran and left and left <= 0 then
   flow_ended('done', nil, now)
   ended = 'done'
 end
-return { 'ok', {}, ended }
+return { 'ok', answers, MADE_READY.n, redis.call('SCARD', KEYS[6]),
+  redis.call('HGET', KEYS[1], 'ttl') or '', ended }

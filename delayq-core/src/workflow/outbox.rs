@@ -1,0 +1,380 @@
+//! Sending a flow's outbox: its ready steps, a page at a time, each page's steps of one topic
+//! and options in one call, marked sent before the next page is read.
+//!
+//! A sender notes its intent first (`ns:{flows}:sending`, a member of its own scored by when
+//! it is presumed dead) and drops it when the outbox is sent. A sender that dies between
+//! (a process killed, Redis gone mid-page) leaves its intent behind: the back pool's sweep
+//! ([`Producer::send_stranded_outboxes`]) sends the flow's outbox once it expires. So a step
+//! made ready is sent even when no other step of its flow ends after.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use serde_json::value::RawValue;
+
+use super::keys::{step_message_id, FlowId, SCRIPTS, SEP};
+use super::settle::StepEnd;
+use crate::delay::{Priority, SendOptions, Trusted};
+use crate::error::{Error, Result};
+use crate::producer::Producer;
+
+/// Steps read from the outbox at once (sent, then marked sent, before the next page).
+const OUTBOX_PAGE: usize = 64;
+/// An intent not refreshed for this long is its sender's that died.
+const INTENT_LEASE: Duration = Duration::from_secs(60);
+/// A sender refreshes its intent after this long.
+const INTENT_REFRESH: Duration = Duration::from_secs(20);
+/// Stranded outboxes one sweep sends at most.
+const SWEEP_FLOWS: usize = 32;
+
+/// The namespace's outbox senders' intents (ZSET "<flow>\x1f<token>" → presumed dead at, ms).
+pub(crate) fn sending_key(namespace: &str) -> String {
+    format!("{namespace}:{{flows}}:sending")
+}
+
+/// Whether `e` may pass (Redis did not answer, or the runtime stops): the send is tried again
+/// later. Any other error refuses the step for good.
+fn transient(e: &Error) -> bool {
+    match e {
+        Error::Redis(_) | Error::Stopped | Error::Connect { .. } => true,
+        Error::Shared(inner) => transient(inner),
+        _ => false,
+    }
+}
+
+/// A step of the outbox, as outbox.lua gives it.
+#[derive(Clone)]
+pub(super) struct Outgoing {
+    pub(super) name: String,
+    pub(super) gen: u64,
+    pub(super) topic: String,
+    /// The options as stored (JSON): steps with the same are sent in one call.
+    pub(super) options: String,
+    pub(super) payload: String,
+}
+
+/// One sender's intent to send a flow's outbox (see the module's docs).
+pub(super) struct Intent {
+    pub(super) key: String,
+    pub(super) member: String,
+}
+
+impl Intent {
+    pub(super) fn new(namespace: &str, id: &FlowId) -> Self {
+        Intent {
+            key: sending_key(namespace),
+            member: format!("{id}{SEP}{:016x}", rand_token()),
+        }
+    }
+
+    /// When it is presumed dead, noted now (this machine's clock, ms).
+    pub(super) fn until(&self) -> u64 {
+        crate::time::time_to_ms(std::time::SystemTime::now()) + INTENT_LEASE.as_millis() as u64
+    }
+}
+
+fn outgoing(v: &Value) -> Option<Outgoing> {
+    let Value::Array(f) = v else { return None };
+    let text = |i: usize| match f.get(i) {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let gen = match f.get(1) {
+        Some(Value::Int(n)) => *n as u64,
+        _ => text(1)?.parse().ok()?,
+    };
+    Some(Outgoing {
+        name: text(0)?,
+        gen,
+        topic: text(2)?,
+        options: text(3)?,
+        payload: text(4)?,
+    })
+}
+
+/// A step's stored options as the send takes them (all but the delay and the id).
+fn options(stored: &str, ttl: Duration) -> Result<(SendOptions, Duration)> {
+    let o: serde_json::Value = serde_json::from_str(stored).map_err(|e| Error::InvalidFlow {
+        reason: format!("stored options {stored:?}: {e}"),
+    })?;
+    let mut options = SendOptions::new().dedup_for(ttl);
+    if let Some(p) = o["priority"].as_u64() {
+        options = options.priority(Priority::Level(p.min(255) as u8));
+    }
+    if let Some(k) = o["key"].as_str() {
+        options = options.key(k);
+    }
+    if let Some(n) = o["max_attempts"].as_u64() {
+        options = options.max_attempts(n as u32);
+    }
+    Ok((
+        options,
+        Duration::from_millis(o["delay_ms"].as_u64().unwrap_or(0)),
+    ))
+}
+
+impl Producer {
+    /// Sends the flow's ready steps (each under its step id, reserved for `ttl` once it ends,
+    /// so a second send is a duplicate) and marks them sent. Returns how many were read.
+    /// (Type-erased: the futures of the calls below nest too deep for the compiler to see
+    /// through where they are spawned.)
+    pub(super) fn send_outbox<'a>(
+        &'a self,
+        id: &'a FlowId,
+        ttl: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<usize>> {
+        Box::pin(async move {
+            let intent = Intent::new(self.namespace(), id);
+            self.zset(&intent.key, "ZADD", Some(intent.until()), &intent.member)
+                .await?;
+            self.send_noted(id, ttl, &intent, Vec::new()).await
+        })
+    }
+
+    /// The same, its intent noted: `known` (the start's first steps, from its own memory)
+    /// sent first, then the outbox read (at once when `known` is empty, else only when a
+    /// step of it was refused, which may have made others ready). The intent is dropped
+    /// once all is sent.
+    pub(super) async fn send_noted(
+        &self,
+        id: &FlowId,
+        ttl: Duration,
+        intent: &Intent,
+        known: Vec<Outgoing>,
+    ) -> Result<usize> {
+        let mut noted = Instant::now();
+        let mut sent = 0;
+        let mut read = known.is_empty();
+        for page in known.chunks(OUTBOX_PAGE) {
+            self.refresh(intent, &mut noted).await?;
+            let (n, refused) = Box::pin(self.send_page(id, ttl, page)).await?;
+            sent += n;
+            read |= refused;
+        }
+        // A page at a time, each marked sent before the next is read, so that another process
+        // sending the same flow's outbox meets few of the same steps. A step its topic refused
+        // fails, which may make others ready (behind Ignore edges): those come in a next page.
+        while read {
+            self.refresh(intent, &mut noted).await?;
+            // Boxed: the futures of the calls below nest deep.
+            let (n, more) = Box::pin(self.send_outbox_once(id, ttl)).await?;
+            sent += n;
+            read = n >= OUTBOX_PAGE || more;
+        }
+        self.zset(&intent.key, "ZREM", None, &intent.member).await?;
+        Ok(sent)
+    }
+
+    /// Pushes `intent`'s expiry out when it was noted long enough ago.
+    async fn refresh(&self, intent: &Intent, noted: &mut Instant) -> Result<()> {
+        if noted.elapsed() >= INTENT_REFRESH {
+            self.zset(&intent.key, "ZADD", Some(intent.until()), &intent.member)
+                .await?;
+            *noted = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// `ZADD key score member` or `ZREM key member`.
+    async fn zset(&self, key: &str, command: &str, score: Option<u64>, member: &str) -> Result<()> {
+        self.conn
+            .run(|mut c| async move {
+                let mut cmd = redis::cmd(command);
+                cmd.arg(key);
+                if let Some(s) = score {
+                    cmd.arg(s);
+                }
+                cmd.arg(member).query_async::<()>(&mut c).await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Sends the outboxes of flows whose senders died before they finished (their intents
+    /// expired); returns how many, at most 32 a call. A flow that is gone, or whose outbox is
+    /// empty, only loses its intent.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when Redis does not answer or refuses a call (what is left stays for
+    /// the next sweep).
+    pub async fn send_stranded_outboxes(&self) -> Result<usize> {
+        let key = sending_key(self.namespace());
+        let now = crate::time::time_to_ms(std::time::SystemTime::now());
+        let expired: Vec<String> = self
+            .conn
+            .run(|mut c| {
+                let key = &key;
+                async move {
+                    redis::cmd("ZRANGE")
+                        .arg(key)
+                        .arg("-inf")
+                        .arg(now)
+                        .arg("BYSCORE")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(SWEEP_FLOWS)
+                        .query_async(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        for member in &expired {
+            // A member that is not "<flow>\x1f<token>" (written by hand) is dropped.
+            if let Some(flow) = member
+                .split_once(SEP)
+                .and_then(|(flow, _)| FlowId::new(flow).ok())
+            {
+                let ttl = self.flow_ttl(&flow).await?;
+                self.send_outbox(&flow, ttl).await?;
+            } else {
+                tracing::warn!(key = %key, member = %member, "dropped an outbox intent that names no flow");
+            }
+            self.zset(&key, "ZREM", None, member).await?;
+        }
+        Ok(expired.len())
+    }
+
+    /// One round of `send_outbox`: how many were read, and whether to read again although
+    /// the page was short (a step was refused, or members not ready any more were dropped).
+    async fn send_outbox_once(&self, id: &FlowId, ttl: Duration) -> Result<(usize, bool)> {
+        let keys = self.flow_keys(id);
+        let mut inv = keys.invoke(&SCRIPTS.outbox);
+        inv.arg(OUTBOX_PAGE);
+        let reply = self.flow_call(inv).await?;
+        let Value::Array(parts) = reply else {
+            return Err(Error::unexpected("flow outbox", &reply));
+        };
+        let steps: Vec<Outgoing> = match parts.get(1) {
+            Some(Value::Array(list)) => list.iter().filter_map(outgoing).collect(),
+            _ => Vec::new(),
+        };
+        let dropped = matches!(parts.get(2), Some(Value::Int(n)) if *n > 0);
+        if steps.is_empty() {
+            return Ok((0, dropped));
+        }
+        let (n, refused) = self.send_page(id, ttl, &steps).await?;
+        Ok((n, refused || dropped))
+    }
+
+    /// Sends `steps` (a page), each group of one topic and options in one call, and marks
+    /// them sent; those their topic refuses fail. Returns how many, and whether any was
+    /// refused.
+    async fn send_page(
+        &self,
+        id: &FlowId,
+        ttl: Duration,
+        steps: &[Outgoing],
+    ) -> Result<(usize, bool)> {
+        let page = steps.len();
+        // The steps of one topic with the same options go in one call.
+        let mut groups: BTreeMap<(&str, &str), Vec<&Outgoing>> = BTreeMap::new();
+        for s in steps {
+            groups.entry((&s.topic, &s.options)).or_default().push(s);
+        }
+        let mut sent: Vec<&Outgoing> = Vec::new();
+        let mut refused: Vec<(&Outgoing, String)> = Vec::new();
+        let mut first_error = None;
+        for ((topic, stored), group) in groups {
+            let mut ok: Vec<&Outgoing> = Vec::with_capacity(group.len());
+            let result = match options(stored, ttl) {
+                Err(e) => {
+                    ok = group;
+                    Err(e)
+                }
+                Ok((shared, delay)) => {
+                    let mut messages: Vec<Trusted> = Vec::with_capacity(group.len());
+                    for s in group {
+                        // A stored payload that is not JSON (written by hand) refuses its step.
+                        match serde_json::from_str::<&RawValue>(&s.payload) {
+                            Ok(_) => {
+                                let mid = step_message_id(id, &s.name, s.gen);
+                                messages.push((mid, delay, s.payload.clone().into_bytes()));
+                                ok.push(s);
+                            }
+                            Err(e) => refused.push((s, format!("stored payload: {e}"))),
+                        }
+                    }
+                    self.send_trusted(topic, &shared, &messages)
+                        .await
+                        .map(|_| ())
+                }
+            };
+            match result {
+                Ok(()) => sent.extend(ok),
+                // Redis did not answer: the steps stay ready, sent again by this sender's
+                // next round or, were it to die, by the sweep of its intent.
+                Err(e) if transient(&e) => {
+                    first_error.get_or_insert(e);
+                }
+                // Its topic refuses them (a foreign key there, an option it will never take):
+                // the steps fail, so that nothing waits for them for ever.
+                Err(e) => {
+                    let why = format!("cannot be sent to {topic}: {e}");
+                    refused.extend(ok.into_iter().map(|s| (s, why.clone())));
+                }
+            }
+        }
+        for (step, why) in &refused {
+            self.settle_in_flow(id, &step.name, step.gen, &StepEnd::Failed(why.clone()))
+                .await?;
+        }
+        if !sent.is_empty() {
+            self.mark_sent(id, &sent).await?;
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok((page, !refused.is_empty())),
+        }
+    }
+
+    /// `sent.lua` for `sent`; the messages of those cancelled or run again by retry_flow
+    /// before they were marked are cancelled.
+    async fn mark_sent(&self, id: &FlowId, sent: &[&Outgoing]) -> Result<()> {
+        let mut inv = self.flow_keys(id).invoke(&SCRIPTS.sent);
+        inv.arg(sent.len());
+        for s in sent {
+            inv.arg(&s.name).arg(s.gen);
+        }
+        let stale = self.flow_call(inv).await?;
+        if let Value::Array(list) = stale {
+            for v in &list {
+                let Value::Array(pair) = v else { continue };
+                let (Some(name), Some(gen)) = (pair.first(), pair.get(1)) else {
+                    continue;
+                };
+                let name: String = redis::from_redis_value(name.clone()).unwrap_or_default();
+                let gen: u64 = redis::from_redis_value(gen.clone()).unwrap_or_default();
+                if let Some(step) = sent.iter().find(|s| s.name == name && s.gen == gen) {
+                    self.cancel(&step.topic, &step_message_id(id, &name, gen))
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A random token: one sender's intent apart from another's for the same flow.
+fn rand_token() -> u64 {
+    let mut b = [0u8; 8];
+    // Without the OS' randomness, the time: unique enough for a few senders of one flow.
+    if getrandom::fill(&mut b).is_err() {
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    }
+    u64::from_le_bytes(b)
+}
+
+impl crate::delay::TopicQueue {
+    /// The namespace's stranded flow outboxes sent (see
+    /// [`Producer::send_stranded_outboxes`]).
+    ///
+    /// # Errors
+    /// As [`Producer::send_stranded_outboxes`].
+    pub async fn send_stranded_outboxes(&self) -> Result<usize> {
+        self.producer().send_stranded_outboxes().await
+    }
+}
