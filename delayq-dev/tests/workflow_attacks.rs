@@ -348,7 +348,9 @@ async fn r4_a_step_never_runs_before_all_its_dependencies_ended() {
     );
 }
 
-/// A fan-in of 2,000 costs a bounded number of script calls a step (measured: printed).
+/// A fan-in of 2,000 costs a bounded number of script calls a step (measured: printed): its
+/// steps' sends, acks and settles share calls, so fewer than one a step (some 7 a step
+/// before they did, 7185e0a's parent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r5_a_wide_fan_in_costs_a_bounded_number_of_calls_per_step() {
     const N: usize = 2_000;
@@ -376,8 +378,8 @@ async fn r5_a_wide_fan_in_costs_a_bounded_number_of_calls_per_step() {
     let (evalsha, eval) = (calls("evalsha"), calls("eval"));
     println!("fan-in of {N}: {elapsed:?}, evalsha {evalsha}, eval {eval}");
     assert!(
-        evalsha + eval < 12 * N as u64,
-        "{} script calls a step",
-        (evalsha + eval) / N as u64
+        evalsha + eval < N as u64,
+        "{:.2} script calls a step",
+        (evalsha + eval) as f64 / N as f64
     );
 }

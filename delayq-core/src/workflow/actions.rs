@@ -55,7 +55,7 @@ impl Producer {
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
     pub async fn retry_flow(&self, id: &FlowId) -> Result<Option<usize>> {
         let keys = self.flow_keys(id);
-        let reply = self.flow_call(keys.invoke(&SCRIPTS.retry)).await?;
+        let reply = self.flow_call(&keys, keys.invoke(&SCRIPTS.retry)).await?;
         let Value::Array(parts) = &reply else {
             return Err(Error::unexpected("retry flow", &reply));
         };
@@ -86,7 +86,7 @@ impl Producer {
     /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
     pub async fn cancel_flow(&self, id: &FlowId) -> Result<bool> {
         let keys = self.flow_keys(id);
-        let reply = self.flow_call(keys.invoke(&SCRIPTS.cancel)).await?;
+        let reply = self.flow_call(&keys, keys.invoke(&SCRIPTS.cancel)).await?;
         let Value::Array(parts) = &reply else {
             return Err(Error::unexpected("cancel flow", &reply));
         };

@@ -175,7 +175,7 @@ impl Producer {
             .arg(&step.payload)
             .arg(gen)
             .arg(super::MAX_FLOW_STEPS);
-        let reply = self.flow_call(inv).await?;
+        let reply = self.flow_call(&keys, inv).await?;
         let word: String = redis::from_redis_value(reply).unwrap_or_default();
         let added = match word.as_str() {
             "added" => true,

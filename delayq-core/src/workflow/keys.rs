@@ -90,6 +90,12 @@ impl FlowKeys {
         &self.keys[2]
     }
 
+    /// Its keys with the Redis type each holds.
+    pub(crate) fn typed(&self) -> Vec<(&str, &'static str)> {
+        let types = ["hash", "hash", "hash", "hash", "hash", "set"];
+        self.keys.iter().map(String::as_str).zip(types).collect()
+    }
+
     /// `script` on this flow: its six keys, then its end channel and how to publish on it.
     pub(crate) fn invoke(&self, script: &'static Script) -> ScriptInvocation<'static> {
         let mut inv = script.prepare_invoke();

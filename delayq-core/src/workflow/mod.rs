@@ -27,6 +27,7 @@ mod actions;
 mod build;
 mod check;
 mod deps;
+mod intent;
 mod keys;
 mod list;
 mod outbox;

@@ -1,11 +1,8 @@
 //! Sending a flow's outbox: its ready steps, a page at a time, each page's steps of one topic
 //! and options in one call, marked sent before the next page is read.
 //!
-//! A sender notes its intent first (`ns:{flows}:sending`, a member of its own scored by when
-//! it is presumed dead) and drops it when the outbox is sent. A sender that dies between
-//! (a process killed, Redis gone mid-page) leaves its intent behind: the back pool's sweep
-//! ([`Producer::send_stranded_outboxes`]) sends the flow's outbox once it expires. So a step
-//! made ready is sent even when no other step of its flow ends after.
+//! A sender notes its intent first and drops it when the outbox is sent (`intent.rs`), so a
+//! step made ready is sent even when its sender dies and no other step of its flow ends after.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,7 +10,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use serde_json::value::RawValue;
 
-use super::keys::{step_message_id, FlowId, SCRIPTS, SEP};
+use super::intent::Intent;
+use super::keys::{step_message_id, FlowId, SCRIPTS};
 use super::settle::StepEnd;
 use crate::delay::{Priority, SendOptions, Trusted};
 use crate::error::{Error, Result};
@@ -21,18 +19,6 @@ use crate::producer::Producer;
 
 /// Steps read from the outbox at once (sent, then marked sent, before the next page).
 const OUTBOX_PAGE: usize = 64;
-/// An intent not refreshed for this long is its sender's that died.
-const INTENT_LEASE: Duration = Duration::from_secs(60);
-/// A sender refreshes its intent after this long.
-const INTENT_REFRESH: Duration = Duration::from_secs(20);
-/// Stranded outboxes one sweep sends at most.
-const SWEEP_FLOWS: usize = 32;
-
-/// The namespace's outbox senders' intents (ZSET "<flow>\x1f<token>" → presumed dead at, ms).
-pub(crate) fn sending_key(namespace: &str) -> String {
-    format!("{namespace}:{{flows}}:sending")
-}
-
 /// Whether `e` may pass (Redis did not answer, or the runtime stops): the send is tried again
 /// later. Any other error refuses the step for good.
 fn transient(e: &Error) -> bool {
@@ -52,26 +38,6 @@ pub(super) struct Outgoing {
     /// The options as stored (JSON): steps with the same are sent in one call.
     pub(super) options: String,
     pub(super) payload: String,
-}
-
-/// One sender's intent to send a flow's outbox (see the module's docs).
-pub(super) struct Intent {
-    pub(super) key: String,
-    pub(super) member: String,
-}
-
-impl Intent {
-    pub(super) fn new(namespace: &str, id: &FlowId) -> Self {
-        Intent {
-            key: sending_key(namespace),
-            member: format!("{id}{SEP}{:016x}", rand_token()),
-        }
-    }
-
-    /// When it is presumed dead, noted now (this machine's clock, ms).
-    pub(super) fn until(&self) -> u64 {
-        crate::time::time_to_ms(std::time::SystemTime::now()) + INTENT_LEASE.as_millis() as u64
-    }
 }
 
 fn outgoing(v: &Value) -> Option<Outgoing> {
@@ -127,8 +93,7 @@ impl Producer {
     ) -> futures_util::future::BoxFuture<'a, Result<usize>> {
         Box::pin(async move {
             let intent = Intent::new(self.namespace(), id);
-            self.zset(&intent.key, "ZADD", Some(intent.until()), &intent.member)
-                .await?;
+            self.note_intent(&intent).await?;
             self.send_noted(id, ttl, &intent, Vec::new()).await
         })
     }
@@ -148,7 +113,7 @@ impl Producer {
         let mut sent = 0;
         let mut read = known.is_empty();
         for page in known.chunks(OUTBOX_PAGE) {
-            self.refresh(intent, &mut noted).await?;
+            self.refresh_intent(intent, &mut noted).await?;
             let (n, refused) = Box::pin(self.send_page(id, ttl, page)).await?;
             sent += n;
             read |= refused;
@@ -157,83 +122,14 @@ impl Producer {
         // sending the same flow's outbox meets few of the same steps. A step its topic refused
         // fails, which may make others ready (behind Ignore edges): those come in a next page.
         while read {
-            self.refresh(intent, &mut noted).await?;
+            self.refresh_intent(intent, &mut noted).await?;
             // Boxed: the futures of the calls below nest deep.
             let (n, more) = Box::pin(self.send_outbox_once(id, ttl)).await?;
             sent += n;
             read = n >= OUTBOX_PAGE || more;
         }
-        self.zset(&intent.key, "ZREM", None, &intent.member).await?;
+        self.drop_intent(intent).await?;
         Ok(sent)
-    }
-
-    /// Pushes `intent`'s expiry out when it was noted long enough ago.
-    async fn refresh(&self, intent: &Intent, noted: &mut Instant) -> Result<()> {
-        if noted.elapsed() >= INTENT_REFRESH {
-            self.zset(&intent.key, "ZADD", Some(intent.until()), &intent.member)
-                .await?;
-            *noted = Instant::now();
-        }
-        Ok(())
-    }
-
-    /// `ZADD key score member` or `ZREM key member`.
-    async fn zset(&self, key: &str, command: &str, score: Option<u64>, member: &str) -> Result<()> {
-        self.conn
-            .run(|mut c| async move {
-                let mut cmd = redis::cmd(command);
-                cmd.arg(key);
-                if let Some(s) = score {
-                    cmd.arg(s);
-                }
-                cmd.arg(member).query_async::<()>(&mut c).await
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Sends the outboxes of flows whose senders died before they finished (their intents
-    /// expired); returns how many, at most 32 a call. A flow that is gone, or whose outbox is
-    /// empty, only loses its intent.
-    ///
-    /// # Errors
-    /// [`Error::Redis`] when Redis does not answer or refuses a call (what is left stays for
-    /// the next sweep).
-    pub async fn send_stranded_outboxes(&self) -> Result<usize> {
-        let key = sending_key(self.namespace());
-        let now = crate::time::time_to_ms(std::time::SystemTime::now());
-        let expired: Vec<String> = self
-            .conn
-            .run(|mut c| {
-                let key = &key;
-                async move {
-                    redis::cmd("ZRANGE")
-                        .arg(key)
-                        .arg("-inf")
-                        .arg(now)
-                        .arg("BYSCORE")
-                        .arg("LIMIT")
-                        .arg(0)
-                        .arg(SWEEP_FLOWS)
-                        .query_async(&mut c)
-                        .await
-                }
-            })
-            .await?;
-        for member in &expired {
-            // A member that is not "<flow>\x1f<token>" (written by hand) is dropped.
-            if let Some(flow) = member
-                .split_once(SEP)
-                .and_then(|(flow, _)| FlowId::new(flow).ok())
-            {
-                let ttl = self.flow_ttl(&flow).await?;
-                self.send_outbox(&flow, ttl).await?;
-            } else {
-                tracing::warn!(key = %key, member = %member, "dropped an outbox intent that names no flow");
-            }
-            self.zset(&key, "ZREM", None, member).await?;
-        }
-        Ok(expired.len())
     }
 
     /// One round of `send_outbox`: how many were read, and whether to read again although
@@ -242,7 +138,7 @@ impl Producer {
         let keys = self.flow_keys(id);
         let mut inv = keys.invoke(&SCRIPTS.outbox);
         inv.arg(OUTBOX_PAGE);
-        let reply = self.flow_call(inv).await?;
+        let reply = self.flow_call(&keys, inv).await?;
         let Value::Array(parts) = reply else {
             return Err(Error::unexpected("flow outbox", &reply));
         };
@@ -332,12 +228,13 @@ impl Producer {
     /// `sent.lua` for `sent`; the messages of those cancelled or run again by retry_flow
     /// before they were marked are cancelled.
     async fn mark_sent(&self, id: &FlowId, sent: &[&Outgoing]) -> Result<()> {
-        let mut inv = self.flow_keys(id).invoke(&SCRIPTS.sent);
+        let keys = self.flow_keys(id);
+        let mut inv = keys.invoke(&SCRIPTS.sent);
         inv.arg(sent.len());
         for s in sent {
             inv.arg(&s.name).arg(s.gen);
         }
-        let stale = self.flow_call(inv).await?;
+        let stale = self.flow_call(&keys, inv).await?;
         if let Value::Array(list) = stale {
             for v in &list {
                 let Value::Array(pair) = v else { continue };
@@ -353,28 +250,5 @@ impl Producer {
             }
         }
         Ok(())
-    }
-}
-
-/// A random token: one sender's intent apart from another's for the same flow.
-fn rand_token() -> u64 {
-    let mut b = [0u8; 8];
-    // Without the OS' randomness, the time: unique enough for a few senders of one flow.
-    if getrandom::fill(&mut b).is_err() {
-        return std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-    }
-    u64::from_le_bytes(b)
-}
-
-impl crate::delay::TopicQueue {
-    /// The namespace's stranded flow outboxes sent (see
-    /// [`Producer::send_stranded_outboxes`]).
-    ///
-    /// # Errors
-    /// As [`Producer::send_stranded_outboxes`].
-    pub async fn send_stranded_outboxes(&self) -> Result<usize> {
-        self.producer().send_stranded_outboxes().await
     }
 }

@@ -1,6 +1,5 @@
-//! Settling steps whose messages ended, in their flows: the runtime's call after acks and
-//! deaths (many at once, one `settle.lua` call a flow), and the back pool's sweep of the
-//! ends a crash left unsettled.
+//! Settling steps whose messages ended, in their flows (one `settle.lua` call a flow for all
+//! that ended together), and the back pool's sweep of the ends a crash left unsettled.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,9 +28,8 @@ pub enum StepEnd {
     Failed(String),
 }
 
-/// What one `settle.lua` call answered.
+/// What one `settle.lua` call answered: steps made ready, how many the outbox holds, ...
 struct FlowSettled {
-    /// Steps made ready, and how many the outbox holds.
     made_ready: i64,
     outbox: i64,
     ttl: Duration,
@@ -87,7 +85,8 @@ impl Producer {
         flow: &FlowId,
         steps: &[(&str, u64, &StepEnd)],
     ) -> Result<Option<FlowSettled>> {
-        let mut inv = self.flow_keys(flow).invoke(&SCRIPTS.settle);
+        let keys = self.flow_keys(flow);
+        let mut inv = keys.invoke(&SCRIPTS.settle);
         inv.arg(steps.len());
         for (name, gen, end) in steps {
             let (kind, reason) = match end {
@@ -96,7 +95,7 @@ impl Producer {
             };
             inv.arg(*name).arg(*gen).arg(kind).arg(reason);
         }
-        parse(&self.flow_call(inv).await?)
+        parse(&self.flow_call(&keys, inv).await?)
     }
 
     /// Settles one flow's ended steps; the outbox is sent when they made steps ready (or,

@@ -6,8 +6,9 @@ use redis::Value;
 
 use super::build::{Flow, FLOW_TTL};
 use super::check::check;
+use super::intent::{name_foreign, Intent};
 use super::keys::{index_key, FlowId, FlowKeys, SCRIPTS};
-use super::outbox::{Intent, Outgoing};
+use super::outbox::Outgoing;
 use crate::error::{Error, Result};
 use crate::id::MessageId;
 use crate::producer::Producer;
@@ -45,14 +46,24 @@ impl Producer {
             .map_or(FLOW_TTL, Duration::from_millis))
     }
 
-    pub(super) async fn flow_call(&self, inv: redis::ScriptInvocation<'static>) -> Result<Value> {
-        self.conn
+    /// A script on the flow of `keys`; a WRONGTYPE is traced to the key of the flow that
+    /// holds a foreign value, so the error names it.
+    pub(super) async fn flow_call(
+        &self,
+        keys: &FlowKeys,
+        inv: redis::ScriptInvocation<'static>,
+    ) -> Result<Value> {
+        let result = self
+            .conn
             .run(|mut c| {
                 let inv = &inv;
                 async move { inv.invoke_async(&mut c).await }
             })
-            .await
-            .map_err(Error::Redis)
+            .await;
+        match result {
+            Ok(v) => Ok(v),
+            Err(e) => Err(super::intent::name_foreign(&self.conn, &keys.typed(), e).await),
+        }
     }
 
     /// Starts `flow`: every step is written, or none (a bad flow is refused before anything
@@ -77,7 +88,7 @@ impl Producer {
         for s in &steps {
             inv.arg(&s.name).arg(&s.record).arg(s.deps).arg(&s.payload);
         }
-        let reply = self.flow_call(inv).await?;
+        let reply = self.flow_call(&keys, inv).await?;
         if !matches!(&reply, Value::SimpleString(s) if s == "created")
             && !matches!(&reply, Value::BulkString(b) if b == b"created")
         {
@@ -88,7 +99,8 @@ impl Producer {
         let now = crate::time::time_to_ms(std::time::SystemTime::now());
         let index = index_key(self.namespace());
         let intent = Intent::new(self.namespace(), &id);
-        self.conn
+        let noted = self
+            .conn
             .run(|mut c| {
                 let (index, id, intent) = (&index, id.as_str(), &intent);
                 async move {
@@ -107,7 +119,13 @@ impl Producer {
                         .await
                 }
             })
-            .await?;
+            .await;
+        // A foreign value at either key (a hand edit): the flow is undone, the key named.
+        if let Err(e) = noted {
+            let e = name_foreign(&self.conn, &[(&index, "zset"), (&intent.key, "zset")], e).await;
+            let _ = self.cancel_flow(&id).await;
+            return Err(e);
+        }
         // The steps that wait for nothing, sent from what was just written (not read back).
         let first: Vec<Outgoing> = steps
             .into_iter()

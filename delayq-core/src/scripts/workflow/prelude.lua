@@ -102,13 +102,15 @@ end
 -- The states of `names` (from `from` to `to`), and their records unless `states_only`, read
 -- in one HMGET each.
 local function prefetch(names, from, to, states_only)
-  if to < from then return end
-  local states = redis.call('HMGET', KEYS[3], unpack(names, from, to))
-  local recs = (not states_only) and redis.call('HMGET', KEYS[2], unpack(names, from, to))
-  for i = from, to do
-    local name = names[i]
-    if CACHE.state[name] == nil then CACHE.state[name] = states[i - from + 1] end
-    if recs and CACHE.rec[name] == nil then CACHE.rec[name] = decode_record(recs[i - from + 1]) end
+  for a = from, to, 1000 do
+    local b = math.min(a + 999, to)
+    local states = redis.call('HMGET', KEYS[3], unpack(names, a, b))
+    local recs = (not states_only) and redis.call('HMGET', KEYS[2], unpack(names, a, b))
+    for i = a, b do
+      local name = names[i]
+      if CACHE.state[name] == nil then CACHE.state[name] = states[i - a + 1] end
+      if recs and CACHE.rec[name] == nil then CACHE.rec[name] = decode_record(recs[i - a + 1]) end
+    end
   end
 end
 
@@ -155,7 +157,9 @@ local function apply_less()
       end
     end
   end
-  if #ready > 0 then redis.call('SADD', KEYS[6], unpack(ready)) end
+  for i = 1, #ready, 1000 do
+    redis.call('SADD', KEYS[6], unpack(ready, i, math.min(i + 999, #ready)))
+  end
   MADE_READY.n = MADE_READY.n + #ready
   LESS.order, LESS.n = {}, {}
 end
