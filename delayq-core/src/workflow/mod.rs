@@ -7,21 +7,23 @@
 //! idempotent, so a crash of any process between any two of them loses no step and runs none
 //! twice:
 //!
-//! 1. `start_flow` writes the whole flow (`create.lua`; kept an hour only, until a step is
-//!    sent), sends the steps without dependencies, marks them sent (`sent.lua`) and indexes
-//!    the flow. A step's message id is `<flow>\x1f<step>\x1f<gen>` and is sent with
+//! 1. `start_flow` writes the whole flow (`create.lua`; kept a day only, until a step ends),
+//!    indexes the flow, notes its intent to send (`intent.rs`), sends the steps without
+//!    dependencies, marks them sent (`sent.lua`) and drops the intent. A step's message id is `<flow>\x1f<step>\x1f<gen>` and is sent with
 //!    `dedup_for` the flow's ttl: sent again (a retried call), it is a duplicate, pending or
 //!    ended.
 //! 2. A step's message ends (acked with its value, dead, or cancelled): the topic's script notes
 //!    it in the topic's `steps` set, in the same step (`step_ended` in the delay prelude).
-//! 3. The runtime then settles it in its flow (`settle.lua`: the steps that waited for it become
-//!    ready, or fail under a Fail edge), sends the flow's ready steps, marks them sent, and
-//!    drops the note. The back pool's sweep does the same for notes left by a crash.
+//! 3. The runtime then settles it in its flow with the flow's other steps that ended meanwhile
+//!    (`settle.lua`: the steps that waited for them become ready, or fail under a Fail edge),
+//!    sends the steps made ready, marks them sent, and drops the notes. The back pool's sweep
+//!    does the same for notes left by a crash, and for the intents of senders that died.
 //!
-//! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts; `start.rs`:
-//!   starting, sending the outbox; `settle.rs`: settling an ended step; `read.rs`: [`FlowInfo`], `flow`,
-//!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`;
-//!   `deps.rs`: what a step's dependencies ended with (`Dependencies`).
+//! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts;
+//!   `start.rs`: starting; `outbox.rs`: sending ready steps; `intent.rs`: senders' intents and
+//!   their sweep; `settle.rs`: settling ended steps; `read.rs`: [`FlowInfo`], `flow`,
+//!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`; `deps.rs`:
+//!   what a step's dependencies ended with (`Dependencies`).
 
 mod actions;
 mod build;
