@@ -1,5 +1,5 @@
 //! Outbox senders' intents. A sender of a flow's outbox notes its intent first
-//! (`ns:{flows}:sending`, a member of its own, "<flow>\x1f<token>", scored by when it is
+//! (`ns:{flows}:sending`, a member of its own, `<flow>\x1f<token>`, scored by when it is
 //! presumed dead) and drops it when the outbox is sent. A sender that dies between (a process
 //! killed, Redis gone mid-page) leaves its intent behind: the back pool's sweep
 //! ([`Producer::send_stranded_outboxes`]) sends the flow's outbox once it expires.
