@@ -21,7 +21,7 @@
 //!
 //! - `build.rs`: [`Flow`]; `check.rs`: its checks; `keys.rs`: a flow's keys and scripts;
 //!   `start.rs`: starting; `outbox.rs`: sending ready steps; `intent.rs`: senders' intents and
-//!   their sweep; `settle.rs`: settling ended steps; `read.rs`: [`FlowInfo`], `flow`,
+//!   their sweep; `settle.rs`, `settled.rs`: settling ended steps; `read.rs`: [`FlowInfo`], `flow`,
 //!   `wait_flow`; `list.rs`: `flows`; `actions.rs`: `retry_flow`, `cancel_flow`; `deps.rs`:
 //!   what a step's dependencies ended with (`Dependencies`).
 
@@ -35,6 +35,7 @@ mod list;
 mod outbox;
 mod read;
 mod settle;
+mod settled;
 mod start;
 
 pub use build::{Flow, OnFailure, MAX_FLOW_STEPS};

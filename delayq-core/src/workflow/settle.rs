@@ -2,15 +2,14 @@
 //! that ended together), and the back pool's sweep of the ends a crash left unsettled.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::Value;
 
-use super::build::FLOW_TTL;
 use super::keys::{parse_step_id, FlowId, SCRIPTS};
+pub use super::settled::Settled;
+use super::settled::{parse, FlowSettled};
 use crate::delay::{Outcome, TopicKeys};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::MessageId;
 use crate::producer::Producer;
 
@@ -26,44 +25,6 @@ pub enum StepEnd {
     Done,
     /// Dead (or cancelled by hand), for this reason.
     Failed(String),
-}
-
-/// What one `settle.lua` call answered: steps made ready, how many the outbox holds, ...
-struct FlowSettled {
-    made_ready: i64,
-    outbox: i64,
-    ttl: Duration,
-    /// The flow's end when the call ended it.
-    ended: Option<&'static str>,
-}
-
-fn parse(reply: &Value) -> Result<Option<FlowSettled>> {
-    let Value::Array(parts) = reply else {
-        return Err(Error::unexpected("settle flow steps", reply));
-    };
-    let word = |i: usize| match parts.get(i) {
-        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-        Some(Value::SimpleString(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let int = |i: usize| match parts.get(i) {
-        Some(Value::Int(n)) => *n,
-        _ => 0,
-    };
-    match word(0).as_str() {
-        "gone" => Ok(None),
-        "ok" => Ok(Some(FlowSettled {
-            made_ready: int(2),
-            outbox: int(3),
-            ttl: word(4).parse().map_or(FLOW_TTL, Duration::from_millis),
-            ended: match word(5).as_str() {
-                "done" => Some("done"),
-                "failed" => Some("failed"),
-                _ => None,
-            },
-        })),
-        _ => Err(Error::unexpected("settle flow steps", reply)),
-    }
 }
 
 impl Producer {
@@ -106,27 +67,15 @@ impl Producer {
         flow: &FlowId,
         steps: &[(&str, u64, &StepEnd)],
         recovering: bool,
-    ) -> Result<Option<&'static str>> {
+    ) -> Result<(Option<&'static str>, Vec<bool>)> {
         let Some(settled) = self.settle_many(flow, steps).await? else {
-            return Ok(None);
+            return Ok((None, Vec::new()));
         };
         if settled.made_ready > 0 || (recovering && settled.outbox > 0) {
             self.send_outbox(flow, settled.ttl).await?;
         }
         Ok(settled.ended)
     }
-}
-
-/// What [`settle_steps`] did.
-#[derive(Debug, Default)]
-pub struct Settled {
-    /// For each message given: settled (or not a flow step's), or not (its note stays, for
-    /// the back pool's sweep).
-    pub settled: Vec<bool>,
-    /// The ends of the flows these settles ended (`done`, `failed`).
-    pub flows_ended: Vec<&'static str>,
-    /// The first error met, if any.
-    pub error: Option<Error>,
 }
 
 /// Settles the flow steps whose messages `ends` of `keys`' topic ended: per flow, one
@@ -168,7 +117,15 @@ async fn settle(
         .await;
     for (steps, result) in results {
         match result {
-            Ok(ended) => report.flows_ended.extend(ended),
+            Ok((ended, fresh)) => {
+                report.flows_ended.extend(ended);
+                for ((i, _, _), _) in steps.iter().zip(fresh).filter(|(_, f)| *f) {
+                    match ends[*i].1 {
+                        StepEnd::Done => report.done += 1,
+                        StepEnd::Failed(_) => report.failed += 1,
+                    }
+                }
+            }
             Err(e) => {
                 for (i, _, _) in steps {
                     report.settled[*i] = false;
@@ -197,7 +154,10 @@ async fn settle_group<'a>(
     steps: &'a [(usize, String, u64)],
     ends: &[(MessageId, StepEnd)],
     recovering: bool,
-) -> (&'a [(usize, String, u64)], Result<Option<&'static str>>) {
+) -> (
+    &'a [(usize, String, u64)],
+    Result<(Option<&'static str>, Vec<bool>)>,
+) {
     let each: Vec<(&str, u64, &StepEnd)> = steps
         .iter()
         .map(|(i, name, gen)| (name.as_str(), *gen, &ends[*i].1))
@@ -205,8 +165,7 @@ async fn settle_group<'a>(
     (steps, p.settle_flow(flow, &each, recovering).await)
 }
 
-/// Settles the flow step whose message `id` of `keys`' topic ended as `end` (see
-/// [`settle_steps`]); returns the flow's end when this settle ended it.
+/// Settles step message `id`'s end (see [`settle_steps`]); the flow's end if it ended it.
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call (the
@@ -247,11 +206,11 @@ async fn drop_notes(p: &Producer, keys: &TopicKeys, ids: &[&str]) -> Result<()> 
 
 /// Settles the flow steps of `keys`' topic whose messages ended and are not settled yet (a
 /// process died between the end and the settle, or is settling them now: a second settle
-/// changes nothing); returns how many, at most 200 a call.
+/// changes nothing), at most 200 a call; what it did, its first error within.
 ///
 /// # Errors
 /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses a call.
-pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<usize> {
+pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<Settled> {
     let steps = keys.steps.clone();
     let noted: Vec<(String, f64)> = p
         .conn
@@ -269,7 +228,7 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<usize>
         })
         .await?;
     if noted.is_empty() {
-        return Ok(0);
+        return Ok(Settled::default());
     }
     // The score is when it ended, negated when it did not succeed.
     let ids: Vec<MessageId> = noted
@@ -294,11 +253,7 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<usize>
     }
     let again: Vec<&str> = again.iter().map(MessageId::as_str).collect();
     drop_notes(p, keys, &again).await?;
-    let report = settle(p, keys, &ends, true).await;
-    if let Some(e) = &report.error {
-        tracing::warn!(topic = %keys.topic, error = %e, "flow steps' ends could not be settled; the next sweep tries again");
-    }
-    Ok(report.settled.iter().filter(|s| **s).count())
+    Ok(settle(p, keys, &ends, true).await)
 }
 
 impl crate::delay::TopicQueue {
@@ -324,7 +279,7 @@ impl crate::delay::TopicQueue {
     ///
     /// # Errors
     /// As [`settle_ended_steps`].
-    pub async fn settle_ended_steps(&self) -> Result<usize> {
+    pub async fn settle_ended_steps(&self) -> Result<Settled> {
         settle_ended_steps(self.producer(), self.keys()).await
     }
 }

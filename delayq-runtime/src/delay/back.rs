@@ -30,8 +30,16 @@ pub(crate) async fn run(topic: Arc<TopicRuntime>) {
         {
             Ok(report) => {
                 // Flow steps whose ends were noted but not settled (a process died between).
-                if let Err(e) = topic.queue.settle_ended_steps().await {
-                    tracing::debug!(topic = %topic.name, error = %e, "settling ended flow steps failed; the next sweep tries again");
+                match topic.queue.settle_ended_steps().await {
+                    Ok(report) => {
+                        super::ends::count(&topic.name, &report);
+                        if let Some(e) = &report.error {
+                            tracing::warn!(topic = %topic.name, error = %e, "flow steps' ends could not be settled; the next sweep tries again");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(topic = %topic.name, error = %e, "settling ended flow steps failed; the next sweep tries again")
+                    }
                 }
                 // Flows whose outbox senders died before they finished.
                 if let Err(e) = topic.queue.send_stranded_outboxes().await {

@@ -27,24 +27,24 @@ impl AckSink for Settling {
     type Item = (MessageId, StepEnd);
     async fn ack_all(&self, items: Vec<Self::Item>) -> Result<Vec<bool>, Error> {
         let report = self.0.settle_steps(&items).await;
-        let topic = self.0.keys().topic.clone();
-        for ((_, end), settled) in items.iter().zip(&report.settled) {
-            if *settled {
-                let outcome = match end {
-                    StepEnd::Done => "done",
-                    StepEnd::Failed(_) => "failed",
-                };
-                metrics::counter!("delayq_flow_steps_total", "topic" => topic.clone(), "outcome" => outcome)
-                    .increment(1);
-            }
-        }
-        for state in report.flows_ended {
-            metrics::counter!("delayq_flows_ended_total", "state" => state).increment(1);
-        }
-        if let Some(e) = report.error {
+        count(&self.0.keys().topic, &report);
+        if let Some(e) = &report.error {
             tracing::warn!(error = %e, "flow steps' ends are not settled yet; the back pool's sweep will");
         }
         Ok(report.settled)
+    }
+}
+
+/// Counts what settles of `topic`'s steps did: steps by outcome, flows by how they ended.
+pub(crate) fn count(topic: &str, report: &delayq_core::Settled) {
+    for (outcome, n) in [("done", report.done), ("failed", report.failed)] {
+        if n > 0 {
+            metrics::counter!("delayq_flow_steps_total", "topic" => topic.to_string(), "outcome" => outcome)
+                .increment(n as u64);
+        }
+    }
+    for state in &report.flows_ended {
+        metrics::counter!("delayq_flows_ended_total", "state" => *state).increment(1);
     }
 }
 

@@ -14,7 +14,7 @@ pub(crate) mod back;
 pub(crate) mod boss;
 mod claim;
 mod dependencies;
-mod ends;
+pub(crate) mod ends;
 mod message;
 mod registration;
 mod sleep;
