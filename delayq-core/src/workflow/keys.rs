@@ -89,6 +89,10 @@ impl FlowKeys {
     pub(crate) fn state(&self) -> &str {
         &self.keys[2]
     }
+    /// The channel its end is announced on.
+    pub(crate) fn end(&self) -> &str {
+        &self.end
+    }
 
     /// Its keys with the Redis type each holds.
     pub(crate) fn typed(&self) -> Vec<(&str, &'static str)> {

@@ -255,21 +255,19 @@ impl Producer {
         let deadline = now
             .checked_add(timeout)
             .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
-        let meta = self.flow_keys(id).meta().to_string();
-        let mut pause = Duration::from_millis(10);
-        loop {
-            let state = self.meta_field(&meta, "state").await?;
-            let state = match state {
-                None => return Ok(None),
-                Some(s) => FlowState::parse(&s).ok_or_else(|| Error::InvalidFlow {
+        let keys = self.flow_keys(id);
+        let meta = keys.meta().to_string();
+        // Asleep until the flow's end is announced (or the deadline): no polling.
+        let state = self
+            .watch_field(keys.end(), (&meta, "state", "running"), deadline)
+            .await?;
+        match state {
+            None => Ok(None),
+            Some(s) => FlowState::parse(&s)
+                .map(Some)
+                .ok_or_else(|| Error::InvalidFlow {
                     reason: format!("flow {id}: state {s:?} in {meta} is not delayq's"),
-                })?,
-            };
-            if state != FlowState::Running || tokio::time::Instant::now() >= deadline {
-                return Ok(Some(state));
-            }
-            tokio::time::sleep_until((tokio::time::Instant::now() + pause).min(deadline)).await;
-            pause = (pause * 2).min(Duration::from_millis(250));
+                }),
         }
     }
 }

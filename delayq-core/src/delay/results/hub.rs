@@ -13,14 +13,12 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::super::keys::TopicKeys;
-use super::outcome::{outcomes, parse, Outcome, RawOutcome, Register};
+use super::outcome::{parse, Outcome, RawOutcome};
 use crate::connection::RedisConn;
 use crate::id::MessageId;
 
 /// How often the waits still standing are read again.
 pub(super) const RECHECK_EVERY: Duration = Duration::from_secs(5);
-/// Ids one read takes.
-const RECHECK_CHUNK: usize = 500;
 
 type Reply = oneshot::Sender<RawOutcome>;
 
@@ -29,37 +27,54 @@ type Reply = oneshot::Sender<RawOutcome>;
 /// the answer goes. A read's `Unknown` answers only at the second read that finds it so: an
 /// end that keeps nothing (a handler that returns no value) was announced to a wait that was
 /// live, and a read can come between the end and the announcement's arrival.
-struct Entry {
+pub(super) struct Entry {
     token: u64,
     armed: bool,
     unknown_once: bool,
     reply: Reply,
 }
 
-/// One topic's waits, under its end channel.
-struct Channel {
-    keys: Arc<TopicKeys>,
-    waiters: HashMap<MessageId, Vec<Entry>>,
+/// What a channel's waits wait for.
+#[derive(Clone)]
+pub(crate) enum Watched {
+    /// The ends of a topic's messages (announced `<id>\n<kind>\n<body>`; read by
+    /// `outcome.lua`).
+    Topic(Arc<TopicKeys>),
+    /// A hash field leaving a value (a flow's `state` leaving `running`): any announcement
+    /// on the channel answers its waits with what it says (`Done`, the announcement); a read
+    /// answers `Done` with the field's value once it is not `pending`, `Unknown` once the
+    /// field is gone.
+    Field {
+        key: String,
+        field: String,
+        pending: String,
+    },
+}
+
+/// One channel's waits (a topic's end channel, or a watched field's).
+pub(super) struct Channel {
+    pub(super) watched: Watched,
+    pub(super) waiters: HashMap<MessageId, Vec<Entry>>,
     /// Subscribed on the task's current connection.
     live: bool,
 }
 
 #[derive(Default)]
-struct State {
-    channels: HashMap<String, Channel>,
+pub(super) struct State {
+    pub(super) channels: HashMap<String, Channel>,
     next: u64,
     running: bool,
 }
 
 pub(super) struct Inner {
     pub(super) conn: RedisConn,
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
     /// The channels changed: the task subscribes or unsubscribes.
     pub(super) changed: Notify,
     /// Bumped whenever a channel becomes live.
     pub(super) live: watch::Sender<u64>,
     /// A read of the standing waits is under way: the next is not started over it.
-    rechecking: std::sync::atomic::AtomicBool,
+    pub(super) rechecking: std::sync::atomic::AtomicBool,
 }
 
 /// The waits of a producer and its clones.
@@ -120,7 +135,7 @@ impl Hub {
         }))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.0.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -133,15 +148,32 @@ impl Hub {
         id: &MessageId,
         armed: bool,
     ) -> (Waiter, bool) {
+        self.register_on(
+            &keys.ended,
+            Watched::Topic(keys.clone()),
+            id,
+            (armed, false),
+        )
+    }
+
+    /// Registers a wait on `name`, watching `watched`, under `id`; `(armed, unknown_once)` as
+    /// [`Entry`]'s (both set: a read's first `Unknown` answers it).
+    pub(crate) fn register_on(
+        &self,
+        name: &str,
+        watched: Watched,
+        id: &MessageId,
+        (armed, unknown_once): (bool, bool),
+    ) -> (Waiter, bool) {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         state.next += 1;
         let token = state.next;
         let channel = state
             .channels
-            .entry(keys.ended.clone())
+            .entry(name.to_string())
             .or_insert_with(|| Channel {
-                keys: keys.clone(),
+                watched,
                 waiters: HashMap::new(),
                 live: false,
             });
@@ -149,7 +181,7 @@ impl Hub {
         channel.waiters.entry(id.clone()).or_default().push(Entry {
             token,
             armed,
-            unknown_once: false,
+            unknown_once,
             reply: tx,
         });
         let start = !state.running;
@@ -160,7 +192,7 @@ impl Hub {
         }
         let waiter = Waiter {
             hub: self.clone(),
-            channel: keys.ended.clone(),
+            channel: name.to_string(),
             id: id.clone(),
             token,
             answer: rx,
@@ -195,7 +227,7 @@ impl Hub {
     }
 
     /// Answers the waits for `id` on `channel` with `outcome` (`Unknown`: see [`Entry`]).
-    fn answer(&self, channel: &str, id: &str, outcome: &RawOutcome) {
+    pub(super) fn answer(&self, channel: &str, id: &str, outcome: &RawOutcome) {
         let mut state = self.lock();
         let Some(c) = state.channels.get_mut(channel) else {
             return;
@@ -220,6 +252,22 @@ impl Hub {
 
     /// An announcement `<id>\n<kind>\n<body>` heard on `channel`.
     pub(super) fn heard(&self, channel: &[u8], payload: &[u8]) {
+        // A watched field's announcement answers every wait on its channel.
+        if let Ok(name) = std::str::from_utf8(channel) {
+            let ids: Option<Vec<MessageId>> = {
+                let state = self.lock();
+                state.channels.get(name).and_then(|c| match c.watched {
+                    Watched::Field { .. } => Some(c.waiters.keys().cloned().collect()),
+                    Watched::Topic(_) => None,
+                })
+            };
+            if let Some(ids) = ids {
+                for id in ids {
+                    self.answer(name, id.as_str(), &Outcome::Done(payload.to_vec()));
+                }
+                return;
+            }
+        }
         let (Ok(channel), Some(i)) = (
             std::str::from_utf8(channel),
             payload.iter().position(|&b| b == b'\n'),
@@ -249,51 +297,6 @@ impl Hub {
         if live {
             self.0.live.send_modify(|n| *n += 1);
         }
-    }
-
-    /// Reads how the messages waited on under `channels` (all when `None`) stand, and answers
-    /// those that ended.
-    pub(super) fn recheck(&self, channels: Option<Vec<String>>) {
-        use std::sync::atomic::Ordering;
-        // The periodic read of all is skipped while one is under way (a slow Redis); a read of
-        // channels just subscribed always runs.
-        if channels.is_none() && self.0.rechecking.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let all = channels.is_none();
-        let hub = self.clone();
-        tokio::spawn(async move {
-            let work: Vec<(String, Arc<TopicKeys>, Vec<MessageId>)> = {
-                let state = hub.lock();
-                state
-                    .channels
-                    .iter()
-                    .filter(|(name, _)| channels.as_ref().is_none_or(|only| only.contains(name)))
-                    .map(|(name, c)| {
-                        (
-                            name.clone(),
-                            c.keys.clone(),
-                            c.waiters.keys().cloned().collect(),
-                        )
-                    })
-                    .collect()
-            };
-            for (name, keys, ids) in work {
-                for chunk in ids.chunks(RECHECK_CHUNK) {
-                    let Ok(got) = outcomes(&hub.0.conn, &keys, Register::No, chunk).await else {
-                        continue; // read again at the next round
-                    };
-                    for (id, outcome) in chunk.iter().zip(got) {
-                        if !matches!(outcome, Outcome::Pending) {
-                            hub.answer(&name, id.as_str(), &outcome);
-                        }
-                    }
-                }
-            }
-            if all {
-                hub.0.rechecking.store(false, Ordering::Release);
-            }
-        });
     }
 
     /// The channels wanted now, and those of them not live; the task ends (`None`) when

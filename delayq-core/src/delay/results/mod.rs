@@ -13,8 +13,10 @@
 mod hub;
 mod keep;
 mod outcome;
+mod recheck;
 mod subscriber;
 mod wait;
+mod watch;
 
 /// How `ids` of `keys`' topic stand (a read: no wait registered).
 pub(crate) async fn outcomes_of(

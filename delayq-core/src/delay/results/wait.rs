@@ -19,7 +19,7 @@ use crate::time::millis;
 
 impl Producer {
     /// The waits of this producer and its clones.
-    fn hub(&self) -> &Hub {
+    pub(super) fn hub(&self) -> &Hub {
         let hub = self
             .waits
             .get_or_init(|| std::sync::Arc::new(Hub::new(self.conn.clone())));

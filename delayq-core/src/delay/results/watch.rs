@@ -1,0 +1,61 @@
+//! Waiting for a hash field to leave a value (a flow's `state` leaving `running`) on the
+//! producer's waits' hub: it listens on the channel the change is announced on before it
+//! looks, so the wait sleeps until the change (or its timeout), polling nothing.
+
+use tokio::time::Instant;
+
+use super::hub::Watched;
+use crate::error::Result;
+use crate::id::MessageId;
+use crate::producer::Producer;
+
+impl Producer {
+    /// Waits until field `field` of hash `key` holds another value than `pending`, or
+    /// `deadline`; returns the field then (`None`: gone). Whoever changes it announces it on
+    /// `channel`; the hub's reads (after a resubscription, and every 5 s) cover a lost
+    /// announcement.
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis does not answer or refuses the read.
+    pub(crate) async fn watch_field(
+        &self,
+        channel: &str,
+        (key, field, pending): (&str, &str, &str),
+        deadline: Instant,
+    ) -> Result<Option<String>> {
+        let watched = Watched::Field {
+            key: key.to_string(),
+            field: field.to_string(),
+            pending: pending.to_string(),
+        };
+        let id = MessageId::from_stored(field.to_string());
+        // A read's first `Unknown` (the field gone) answers it.
+        let (waiter, start) = self.hub().register_on(channel, watched, &id, (true, true));
+        if start {
+            tokio::spawn(super::subscriber::run(self.hub().clone()));
+        }
+        // Listened before it looks: a change between the two is heard. (Not live by the
+        // deadline, a slow Redis: it looks once more, and answers.)
+        self.hub().until_live(channel, deadline).await;
+        let read = || async {
+            let value: Option<String> = self
+                .conn
+                .run(|mut c| async move {
+                    redis::cmd("HGET")
+                        .arg(key)
+                        .arg(field)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            Ok::<_, crate::error::Error>(value)
+        };
+        match read().await? {
+            Some(v) if v == pending => {}
+            other => return Ok(other),
+        }
+        let mut waiter = waiter;
+        let _ = tokio::time::timeout_at(deadline, &mut waiter.answer).await;
+        read().await
+    }
+}
