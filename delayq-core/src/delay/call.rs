@@ -36,18 +36,29 @@ pub(crate) async fn explain(conn: &RedisConn, keys: &TopicKeys, err: RedisError)
             };
         }
     }
+    first_foreign(conn, &keys.typed())
+        .await
+        .unwrap_or(Error::Redis(err))
+}
+
+/// [`Error::WrongType`] for the first of `keys` (key, the type delayq keeps there) that holds
+/// a value of another type, if one does.
+pub(crate) async fn first_foreign(
+    conn: &RedisConn,
+    keys: &[(&str, &'static str)],
+) -> Option<Error> {
     let (_, mut c) = conn.current();
-    for (key, expected) in keys.typed() {
+    for &(key, expected) in keys {
         let found: Option<String> = redis::cmd("TYPE").arg(key).query_async(&mut c).await.ok();
         if let Some(found) = found.filter(|t| t != expected && t != "none") {
-            return Error::WrongType {
+            return Some(Error::WrongType {
                 key: key.to_string(),
                 expected,
                 found,
-            };
+            });
         }
     }
-    Error::Redis(err)
+    None
 }
 
 /// Runs `call` (commands on the topic whose keys are `keys`) on `conn`; a failure is

@@ -46,6 +46,7 @@ mod ticks;
 #[cfg(feature = "testing")]
 mod travel;
 
+pub(crate) use call::first_foreign;
 pub use claim::{ClaimBatch, Delivery};
 pub use dead::DeadLetter;
 pub use envelope::Envelope;

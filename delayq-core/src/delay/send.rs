@@ -107,16 +107,7 @@ impl Producer {
             Some(id) => MessageId::new(id.clone())?,
             None => MessageId::for_due(due.expected_unix_ms()),
         };
-        let max_attempts = match options.max_attempts {
-            Some(0) => {
-                return Err(Error::InvalidOption {
-                    option: "max_attempts",
-                    reason: "must be at least 1 (it counts the first run)".into(),
-                })
-            }
-            Some(n) => n,
-            None => 0,
-        };
+        let max_attempts = options.attempts_arg()?;
         // A flow step's payload was checked against the limit of the producer that started
         // the flow; the runtime that sends it later may have another.
         let payload = if options.trusted_id {

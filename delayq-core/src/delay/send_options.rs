@@ -168,6 +168,18 @@ impl SendOptions {
         self
     }
 
+    /// `max_attempts` as `send.lua` takes it (0: the listener's default).
+    pub(crate) fn attempts_arg(&self) -> crate::Result<u32> {
+        match self.max_attempts {
+            Some(0) => Err(crate::Error::InvalidOption {
+                option: "max_attempts",
+                reason: "must be at least 1 (it counts the first run)".into(),
+            }),
+            Some(n) => Ok(n),
+            None => Ok(0),
+        }
+    }
+
     /// The `dedup_for` window in ms as `send.lua` takes it (0 for none).
     pub(crate) fn dedup_ms(&self) -> u64 {
         self.dedup_for.map_or(0, |w| millis(w).min(MAX_DUE_MS))

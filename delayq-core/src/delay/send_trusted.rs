@@ -36,16 +36,7 @@ impl Producer {
             return Ok(Vec::new());
         }
         let keys = self.keys(topic)?;
-        let max_attempts = match shared.max_attempts {
-            Some(0) => {
-                return Err(Error::InvalidOption {
-                    option: "max_attempts",
-                    reason: "must be at least 1 (it counts the first run)".into(),
-                })
-            }
-            Some(n) => n,
-            None => 0,
-        };
+        let max_attempts = shared.attempts_arg()?;
         let dues: Vec<Due> = messages
             .iter()
             .map(|(_, delay, _)| When::Delay(*delay).due())

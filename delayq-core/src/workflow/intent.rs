@@ -67,18 +67,9 @@ pub(super) async fn name_foreign(
     if !matches!(err.code(), Some("WRONGTYPE")) && !err.to_string().contains("WRONGTYPE") {
         return Error::Redis(err);
     }
-    let (_, mut c) = conn.current();
-    for (key, expected) in keys {
-        let found: Option<String> = redis::cmd("TYPE").arg(*key).query_async(&mut c).await.ok();
-        if let Some(found) = found.filter(|t| t != expected && t != "none") {
-            return Error::WrongType {
-                key: key.to_string(),
-                expected,
-                found,
-            };
-        }
-    }
-    Error::Redis(err)
+    crate::delay::first_foreign(conn, keys)
+        .await
+        .unwrap_or(Error::Redis(err))
 }
 
 impl Producer {
