@@ -54,7 +54,7 @@ pub(super) fn parse(reply: &Value) -> Result<Option<FlowSettled>> {
     }
 }
 
-/// What [`settle_steps`] did.
+/// What [`settle_steps`](crate::settle_steps) did.
 #[derive(Debug, Default)]
 pub struct Settled {
     /// For each message given: settled (or not a flow step's), or not (its note stays, for
