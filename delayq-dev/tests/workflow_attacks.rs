@@ -106,10 +106,19 @@ async fn r1b_a_dependent_its_topic_refuses_fails_instead_of_stranding_the_flow()
         .expect("the flow was accepted");
     let state = p.wait_flow(&id, Duration::from_secs(15)).await.unwrap();
     let info = p.flow(&id).await.unwrap().unwrap();
-    let notes: u64 = redis::cmd("ZCARD")
-        .arg("delayq:{wfa.a}:steps")
-        .query(&mut c)
-        .unwrap();
+    // The note goes once the settle that failed the flow is done (its end is announced
+    // before: a wait may see the flow failed first).
+    let notes = || -> u64 {
+        redis::cmd("ZCARD")
+            .arg("delayq:{wfa.a}:steps")
+            .query(&mut server.connection())
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while notes() > 0 && std::time::Instant::now() < deadline {
+        sleep_ms(20).await;
+    }
+    let notes = notes();
     rt.shutdown().await.unwrap();
     assert_eq!(state, Some(FlowState::Failed), "{info:?}");
     let then = info.steps.iter().find(|s| s.name == "r1b-then").unwrap();

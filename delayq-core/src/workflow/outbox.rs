@@ -213,8 +213,16 @@ impl Producer {
             }
         }
         for (step, why) in &refused {
-            self.settle_in_flow(id, &step.name, step.gen, &StepEnd::Failed(why.clone()))
-                .await?;
+            let end = StepEnd::Failed(why.clone());
+            let (fresh, ended) = self.settle_in_flow(id, &step.name, step.gen, &end).await?;
+            // Counted as the runtime counts the steps it settles (no-ops without a recorder).
+            if fresh {
+                metrics::counter!("delayq_flow_steps_total", "topic" => step.topic.clone(), "outcome" => "failed")
+                    .increment(1);
+            }
+            if let Some(state) = ended {
+                metrics::counter!("delayq_flows_ended_total", "state" => state).increment(1);
+            }
         }
         if !sent.is_empty() {
             self.mark_sent(id, &sent).await?;

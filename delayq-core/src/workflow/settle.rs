@@ -28,17 +28,19 @@ pub enum StepEnd {
 }
 
 impl Producer {
-    /// `settle.lua`: step `name`'s run `gen` of flow `flow` ended as `end`.
+    /// `settle.lua`: step `name`'s run `gen` of flow `flow` ended as `end`. Returns whether
+    /// this call ended it (not stale), and the flow's end when it ended the flow.
     pub(super) async fn settle_in_flow(
         &self,
         flow: &FlowId,
         name: &str,
         gen: u64,
         end: &StepEnd,
-    ) -> Result<()> {
-        self.settle_many(flow, &[(name, gen, end)])
-            .await
-            .map(|_| ())
+    ) -> Result<(bool, Option<&'static str>)> {
+        let settled = self.settle_many(flow, &[(name, gen, end)]).await?;
+        Ok(settled.map_or((false, None), |s| {
+            (s.ended.1.first() == Some(&true), s.ended.0)
+        }))
     }
 
     async fn settle_many(

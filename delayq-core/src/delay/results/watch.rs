@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 
 use super::hub::Watched;
+use super::outcome::Outcome;
 use crate::error::Result;
 use crate::id::MessageId;
 use crate::producer::Producer;
@@ -50,12 +51,22 @@ impl Producer {
                 .await?;
             Ok::<_, crate::error::Error>(value)
         };
-        match read().await? {
-            Some(v) if v == pending => {}
-            other => return Ok(other),
+        // The look is bounded by the deadline; past it, one read answers (as a topic wait's).
+        match tokio::time::timeout_at(deadline, read()).await {
+            Ok(now) => match now? {
+                Some(v) if v == pending => {}
+                other => return Ok(other),
+            },
+            Err(_) => return read().await,
         }
         let mut waiter = waiter;
-        let _ = tokio::time::timeout_at(deadline, &mut waiter.answer).await;
-        read().await
+        match tokio::time::timeout_at(deadline, &mut waiter.answer).await {
+            // What the announcement (or the hub's read) said: not read again, so a change
+            // since (a flow retried at once) does not answer `pending` before the deadline.
+            Ok(Ok(Outcome::Done(v))) => Ok(Some(String::from_utf8_lossy(&v).into_owned())),
+            Ok(Ok(Outcome::Unknown)) => Ok(None),
+            // The deadline (or a hub gone): the field as it stands.
+            _ => read().await,
+        }
     }
 }
