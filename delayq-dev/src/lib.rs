@@ -58,9 +58,9 @@ pub use schedule_ledger::ScheduleTick;
 pub use server::{free_port, Persistence, RedisServer, RedisServerBuilder, TlsFiles};
 pub use support::{
     assert_registers_no_listener, bucket_width, clear_of_history_writes, drained, envelope,
-    farinfo_number, init_tracing, keys, pending_entries, plant_due, producer, redis_ms, runtime,
-    runtime_at, score, scrape_metrics, sleep_ms, state, stream_dead_letters, stream_runtime,
-    wait_until, Seen,
+    farinfo_number, init_tracing, keys, metric_sum, pending_entries, plant_due, producer, redis_ms,
+    runtime, runtime_at, score, scrape_metrics, sleep_ms, state, stream_dead_letters,
+    stream_runtime, wait_until, Seen,
 };
 pub use topology::{RedisCluster, RedisSentinels, TestRedis, SENTINEL_MASTER};
 pub use web::{get_json, http_agent, post_json, Service};

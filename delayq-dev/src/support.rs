@@ -94,6 +94,16 @@ pub fn scrape_metrics(addr: std::net::SocketAddr) -> String {
         .unwrap()
 }
 
+/// The sum of the series of `metric` at `addr`'s `/metrics` whose lines hold every one of
+/// `labels` (such as `outcome="done"`).
+pub fn metric_sum(addr: std::net::SocketAddr, metric: &str, labels: &[&str]) -> f64 {
+    scrape_metrics(addr)
+        .lines()
+        .filter(|l| l.starts_with(metric) && labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
+        .sum()
+}
+
 /// Score of `id` in the named sorted set of `topic` ("delayed", "inflight", "dead").
 pub fn score(server: &RedisServer, key: &str, id: &MessageId) -> Option<f64> {
     redis::cmd("ZSCORE")

@@ -11,14 +11,7 @@ use delayq_dev::{producer, sleep_ms, RedisServer};
 #[delayq_runtime::delay_listener(topic = "wfm.a")]
 async fn step(_n: u64) {}
 
-/// The sum of `metric`'s series whose labels hold every one of `labels`.
-fn metric(addr: std::net::SocketAddr, metric: &str, labels: &[&str]) -> f64 {
-    delayq_dev::scrape_metrics(addr)
-        .lines()
-        .filter(|l| l.starts_with(metric) && labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
-        .sum()
-}
+use delayq_dev::metric_sum as metric;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_and_flows_are_counted_once_whether_the_runtime_or_the_sweep_settles_them() {

@@ -365,14 +365,7 @@ async fn s4_cluster_flow_waits_wake_at_the_announcement() {
 #[delay_listener(topic = "rvw.m")]
 async fn first(_n: u64) {}
 
-/// The sum of `metric`'s series whose labels hold every one of `labels`.
-fn metric(addr: std::net::SocketAddr, metric: &str, labels: &[&str]) -> f64 {
-    delayq_dev::scrape_metrics(addr)
-        .lines()
-        .filter(|l| l.starts_with(metric) && labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
-        .sum()
-}
+use delayq_dev::metric_sum as metric;
 
 /// FINDING 3. A dependent step its topic refuses (a foreign key there) is failed by the
 /// runtime's settle (send_page -> settle_in_flow), and that settle fails the flow: neither
