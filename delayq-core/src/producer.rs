@@ -106,6 +106,20 @@ impl Producer {
     }
 
     /// The payload limit in bytes (of encoded JSON).
+    /// Field `field` of hash `key` (`None`: no such field or key).
+    pub(crate) async fn hget(&self, key: &str, field: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .run(|mut c| async move {
+                redis::cmd("HGET")
+                    .arg(key)
+                    .arg(field)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?)
+    }
+
     pub(crate) fn max_payload(&self) -> usize {
         self.max_payload
     }

@@ -113,19 +113,6 @@ impl Producer {
         Ok(s * 1_000 + us / 1_000)
     }
 
-    pub(super) async fn hget(&self, key: &str, field: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .run(|mut c| async move {
-                redis::cmd("HGET")
-                    .arg(key)
-                    .arg(field)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?)
-    }
-
     pub(super) async fn del(&self, key: &str) -> Result<()> {
         let _: i64 = self
             .conn

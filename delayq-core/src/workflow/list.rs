@@ -50,7 +50,7 @@ impl Producer {
             // HGET a flow, 32 at once.
             let reads = metas
                 .into_iter()
-                .map(|m| async move { self.meta_field(&m, "state").await });
+                .map(|m| async move { self.hget(&m, "state").await });
             let states: Vec<Option<String>> = futures_util::stream::iter(reads)
                 .buffered(32)
                 .collect::<Vec<_>>()

@@ -23,24 +23,9 @@ impl Producer {
         FlowKeys::new(&self.conn, self.namespace(), id)
     }
 
-    /// Field `field` of the flow meta key `meta`.
-    pub(super) async fn meta_field(&self, meta: &str, field: &str) -> Result<Option<String>> {
-        let value = self
-            .conn
-            .run(|mut c| async move {
-                redis::cmd("HGET")
-                    .arg(meta)
-                    .arg(field)
-                    .query_async::<Option<String>>(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(value)
-    }
-
     /// How long flow `id` is kept once it ended (its `ttl`, the default when unreadable).
     pub(super) async fn flow_ttl(&self, id: &FlowId) -> Result<Duration> {
-        let ttl = self.meta_field(self.flow_keys(id).meta(), "ttl").await?;
+        let ttl = self.hget(self.flow_keys(id).meta(), "ttl").await?;
         Ok(ttl
             .and_then(|t| t.parse().ok())
             .map_or(FLOW_TTL, Duration::from_millis))

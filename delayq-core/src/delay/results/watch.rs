@@ -38,19 +38,7 @@ impl Producer {
         // Listened before it looks: a change between the two is heard. (Not live by the
         // deadline, a slow Redis: it looks once more, and answers.)
         self.hub().until_live(channel, deadline).await;
-        let read = || async {
-            let value: Option<String> = self
-                .conn
-                .run(|mut c| async move {
-                    redis::cmd("HGET")
-                        .arg(key)
-                        .arg(field)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
-            Ok::<_, crate::error::Error>(value)
-        };
+        let read = || self.hget(key, field);
         // The look is bounded by the deadline; past it, one read answers (as a topic wait's).
         match tokio::time::timeout_at(deadline, read()).await {
             Ok(now) => match now? {
