@@ -508,7 +508,8 @@ async fn main() {
         let per_step = flow_work(&mut server, n).await;
         let message = ours.work_per_msg + plain.work_per_msg;
         println!(
-            "\nflow of {n} steps into one: {per_step:.0} {unit}/step; a plain message's send + drain (c50): {message:.0} {unit}; ratio {:.2}×",
+            "\nflow of {n} steps into one: {per_step:.0} {unit}/step; a plain message's send + drain (c50): {message:.0} {unit} ({:.1} messages a drain call); ratio {:.2}×",
+            plain.msgs_per_call,
             per_step / message
         );
         return;

@@ -36,8 +36,9 @@ impl AnswerOrder {
 
 /// Acks' arguments (`ack_receipts` in prelude.lua): `n`, the number of tokens, each token with
 /// how many of the ids follow under it, the ids grouped by token (a claim's deliveries share
-/// one: passed once), then `(id, window)` of those sent with `dedup_for`. A delivery given
-/// twice goes once (see [`AnswerOrder`]).
+/// one: passed once), then `(id, window)` of those sent with `dedup_for`, and `(id, -1)` of
+/// flow steps' (their ends are noted for their flows). A delivery given twice goes once (see
+/// [`AnswerOrder`]).
 pub(crate) fn with_receipts(
     mut inv: ScriptInvocation<'static>,
     deliveries: &[Receipt],
@@ -66,6 +67,11 @@ pub(crate) fn with_receipts(
         let (id, _, window) = &deliveries[i];
         if *window > 0 {
             inv.arg(id.as_str()).arg(*window);
+        }
+        // A flow step's (its id holds the unit separator, which no user id can: see
+        // `step_ended` in prelude.lua): its end is noted for its flow, in the ack's own call.
+        if id.as_str().contains('\u{1f}') {
+            inv.arg(id.as_str()).arg(-1);
         }
     }
     let order = AnswerOrder {

@@ -19,6 +19,10 @@ use crate::producer::Producer;
 
 /// Steps read from the outbox at once (sent, then marked sent, before the next page).
 const OUTBOX_PAGE: usize = 64;
+/// The start's first steps sent at once, from its own memory (another sender reads the
+/// outbox only after a settle made steps ready, or the start's intent expired).
+/// Fewer, fuller calls: a call's fixed work is paid once for them all.
+const KNOWN_PAGE: usize = 1000;
 /// Whether `e` may pass (Redis did not answer, or the runtime stops): the send is tried again
 /// later. Any other error refuses the step for good.
 fn transient(e: &Error) -> bool {
@@ -112,7 +116,7 @@ impl Producer {
         let mut noted = Instant::now();
         let mut sent = 0;
         let mut read = known.is_empty();
-        for page in known.chunks(OUTBOX_PAGE) {
+        for page in known.chunks(KNOWN_PAGE) {
             self.refresh_intent(intent, &mut noted).await?;
             let (n, refused) = Box::pin(self.send_page(id, ttl, page)).await?;
             sent += n;

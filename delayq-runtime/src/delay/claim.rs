@@ -41,8 +41,8 @@ pub(crate) struct Claim {
     pub(crate) attempt: u32,
     /// Its `dedup_for` window (ms, 0 for none): the ack reserves the id for it.
     dedup_ms: u64,
-    /// A flow step's message: its ack keeps a value (`null` when the handler returns none)
-    /// and notes the end for its flow, which is then settled (workflow/ in delayq-core).
+    /// A flow step's message: its ack notes the end for its flow (keeping the value, when its
+    /// handler returns one), which is then settled (workflow/ in delayq-core).
     step: bool,
     options: ListenerOptions,
     /// The run's worker slot, until the run ends or the worker's ack takes it along (see
@@ -98,6 +98,7 @@ impl Claim {
         if answer? {
             self.handled(Outcome::Ok);
             self.entry.settle();
+            self.settle_step(delayq_core::StepEnd::Done);
             Ok(())
         } else {
             self.entry.stale()
@@ -197,17 +198,11 @@ impl Settle for Claim {
     }
 
     async fn ack(&self) -> Result<(), AckError> {
-        if self.step {
-            return self.ack_keeping(b"null").await;
-        }
         self.ack_with(None).await
     }
 
     /// The handler returned: its slot goes with the ack.
     async fn ack_after_run(&self) -> Result<(), AckError> {
-        if self.step {
-            return self.ack_keeping(b"null").await;
-        }
         self.ack_with(self.take_slot()).await
     }
 

@@ -75,7 +75,8 @@ impl Dependencies {
     }
 
     /// The value step `name` returned: `None` when it failed (behind an Ignore edge) or its
-    /// value is no longer kept.
+    /// value is no longer kept. A step whose handler returns nothing keeps nothing: once done
+    /// it reads as JSON `null` does, where a `T` can (`()`, an `Option`).
     ///
     /// # Errors
     /// [`DependencyError`] when `name` is not a step it waited for, or its value is not a `T`.
@@ -155,6 +156,11 @@ impl Dependencies {
 
 fn decode<T: DeserializeOwned>(dep: &Dependency) -> Result<Option<T>, DependencyError> {
     let Some(json) = &dep.value else {
+        // A step whose handler returns nothing keeps nothing: done, it reads as JSON `null`
+        // where a `T` can (`()`, an `Option`).
+        if dep.state == StepState::Done {
+            return Ok(serde_json::from_slice(b"null").ok());
+        }
         return Ok(None);
     };
     serde_json::from_slice(json)

@@ -373,7 +373,7 @@ end
 -- ARGV[at + 1] g, then g pairs of delivery token, how many ids follow under it, then the n
 -- ids in that order (so a token many deliveries share, one claim's, is passed once), then
 -- pairs of id, `dedup_for` window (ms) to the end, for the messages sent with one (the client
--- read the window from the envelope it was given). Finished deliveries leave `inflight` and
+-- read the window from the envelope it was given), and of id, -1 for flow steps' messages. Finished deliveries leave `inflight` and
 -- their envelopes are deleted. Returns a string of one character per id, in their order: '1'
 -- acked, '0' stale (that delivery no longer owns the message). The token is checked against
 -- the one kept beside the envelope (see `token_field`), so an ack reads no envelope; a claim
@@ -455,16 +455,25 @@ local function ack_receipts(at, now)
     if all then announce_ends(ARGV, first, last, 'done') else announce_ends(done, 1, nd, 'done') end
     now = now or now_ms()
     count('ok', nd, now)
-    -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`).
+    -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`). A flow
+    -- step's comes with a window of -1: its end is noted for its flow (see `step_ended`).
     if windows then
-      local reserved = {}
+      local reserved, steps = {}, {}
+      local at_ms = string.format('%d', now)
       for j = last + 1, #ARGV - 1, 2 do
         if all or acked[ARGV[j]] then
-          reserved[#reserved + 1] = tonumber(ARGV[j + 1])
-          reserved[#reserved + 1] = ARGV[j]
+          local window = tonumber(ARGV[j + 1])
+          if window < 0 then
+            steps[#steps + 1] = at_ms
+            steps[#steps + 1] = ARGV[j]
+          else
+            reserved[#reserved + 1] = window
+            reserved[#reserved + 1] = ARGV[j]
+          end
         end
       end
       reserve(reserved, now)
+      if #steps > 0 then redis.call('ZADD', KEYS[18], unpack(steps)) end
     end
   end
   return out

@@ -37,8 +37,9 @@ for _, edge in ipairs(prec.next or {}) do
   if dst and dst.state == 'waiting' then
     redis.call('HINCRBY', KEYS[4], d, 1)
     rec.next[#rec.next + 1] = { d, policy }
-    local drec = record(d)
-    if drec then
+    -- Its own copy, to change (`record` gives one shared by the records of the same text).
+    local ok, drec = pcall(cjson.decode, redis.call('HGET', KEYS[2], d) or '')
+    if ok and type(drec) == 'table' then
       drec.after = drec.after or {}
       drec.after[#drec.after + 1] = { name, policy }
       redis.call('HSET', KEYS[2], d, cjson.encode(drec))

@@ -7,26 +7,30 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 local now = now_ms()
 local n = tonumber(ARGV[5])
-local recs, payloads, waits, ready = {}, {}, {}, {}
+local recs, payloads, states, waits, ready = {}, {}, {}, {}, {}
+-- A new step's state (as `put_state` writes it), the same text for all.
+local WAITING, READY = 'waiting 0 0 0\n', 'ready 0 0 0\n'
+local ARGV = ARGV -- a local: read for every step
 for i = 0, n - 1 do
   local at = 6 + 4 * i
-  local name, rec, deps, payload = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3]
-  local r, p = #recs, #payloads
-  recs[r + 1], recs[r + 2] = name, rec
-  payloads[p + 1], payloads[p + 2] = name, payload
+  local name, deps = ARGV[at], tonumber(ARGV[at + 2])
+  local k = 2 * i
+  recs[k + 1], recs[k + 2] = name, ARGV[at + 1]
+  payloads[k + 1], payloads[k + 2] = name, ARGV[at + 3]
+  states[k + 1] = name
   if deps > 0 then
     local w = #waits
     waits[w + 1], waits[w + 2] = name, deps
-    put_state(name, { state = 'waiting', gen = 0 })
+    states[k + 2] = WAITING
   else
-    put_state(name, { state = 'ready', gen = 0 })
+    states[k + 2] = READY
     ready[#ready + 1] = name
   end
 end
 hset_all(KEYS[2], recs)
 hset_all(KEYS[5], payloads)
+hset_all(KEYS[3], states)
 hset_all(KEYS[4], waits)
-flush()
 for i = 1, #ready, 1000 do
   redis.call('SADD', KEYS[6], unpack(ready, i, math.min(i + 999, #ready)))
 end

@@ -50,13 +50,18 @@ local function get_state(name)
   return parse_state(raw)
 end
 
-local function put_state(name, st)
+-- The state `raw` (as `put_state` writes it) for step `name`.
+local function put_raw(name, raw)
   if CACHE.dirty[name] == nil then
     CACHE.dirty[#CACHE.dirty + 1] = name
     CACHE.dirty[name] = true
   end
-  CACHE.state[name] = string.format('%s %d %d %d\n%s', st.state, st.gen, st.sent or 0,
-    st.ended or 0, st.reason or '')
+  CACHE.state[name] = raw
+end
+
+local function put_state(name, st)
+  put_raw(name, string.format('%s %d %d %d\n%s', st.state, st.gen, st.sent or 0,
+    st.ended or 0, st.reason or ''))
 end
 
 -- HSET of a flat list of fields and values, a thousand pairs a command.
@@ -83,11 +88,19 @@ local function prime_states(flat)
   end
 end
 
+-- Decoded records by their text: a fan-out's or a fan-in's siblings share one (the same
+-- topic, options and edges), decoded once a call: a table `record` gives is shared, and
+-- never changed (add.lua decodes its own copy of the record it changes).
+local DECODED = {}
+
 local function decode_record(raw)
   if not raw then return false end
-  local ok, rec = pcall(cjson.decode, raw)
-  if ok and type(rec) == 'table' then return rec end
-  return false
+  local rec = DECODED[raw]
+  if rec ~= nil then return rec end
+  local ok, got = pcall(cjson.decode, raw)
+  rec = ok and type(got) == 'table' and got or false
+  DECODED[raw] = rec
+  return rec
 end
 
 local function record(name)

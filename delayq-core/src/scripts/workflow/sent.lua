@@ -15,15 +15,24 @@ local stale, names, gone = {}, {}, {}
 local n = tonumber(ARGV[3])
 for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 2 * i] end
 prefetch(names, 1, #names, true)
+local sent_at = string.format(' %d 0\n', now)
 for i = 0, n - 1 do
-  local name, gen = ARGV[4 + 2 * i], tonumber(ARGV[5 + 2 * i])
-  local st = get_state(name)
-  if st and st.state == 'ready' and st.gen == gen then
-    st.state, st.sent = 'sent', now
-    put_state(name, st)
+  local name, gen = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+  -- A step ready to be sent, not ended, without a reason (as create.lua, retry.lua and
+  -- `apply_less` leave it): written without reading it into a table.
+  if CACHE.state[name] == 'ready ' .. gen .. ' 0 0\n' then
+    put_raw(name, 'sent ' .. gen .. sent_at)
     gone[#gone + 1] = name
-  elseif st and (st.gen ~= gen or st.state == 'cancelled') then
-    stale[#stale + 1] = { name, gen }
+  else
+    local st = get_state(name)
+    gen = tonumber(gen)
+    if st and st.state == 'ready' and st.gen == gen then
+      st.state, st.sent = 'sent', now
+      put_state(name, st)
+      gone[#gone + 1] = name
+    elseif st and (st.gen ~= gen or st.state == 'cancelled') then
+      stale[#stale + 1] = { name, gen }
+    end
   end
 end
 flush()
