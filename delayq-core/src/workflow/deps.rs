@@ -22,7 +22,7 @@ pub struct Dependency {
     pub topic: String,
     /// How it stands: `Done`, or `Failed` behind an Ignore edge (the step runs anyway).
     pub state: StepState,
-    /// Why it failed.
+    /// Why it failed; for a done step, `returned nothing` when its handler returned no value.
     pub reason: Option<String>,
     /// The value its handler returned (JSON), while its topic keeps it (`result_ttl`).
     pub value: Option<Vec<u8>>,

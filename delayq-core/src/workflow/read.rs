@@ -100,7 +100,7 @@ pub struct StepInfo {
     pub gen: u64,
     /// The steps it waits for, with each edge's policy.
     pub after: Vec<(String, OnFailure)>,
-    /// Why it failed.
+    /// Why it failed; for a done step, `returned nothing` when its handler returned no value.
     pub reason: Option<String>,
     /// When it was sent, and when it ended (Redis' clock).
     pub sent_at: Option<SystemTime>,

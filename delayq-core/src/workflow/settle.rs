@@ -21,8 +21,10 @@ const FLOWS_AT_ONCE: usize = 16;
 /// How a flow step's message ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepEnd {
-    /// Acked.
+    /// Acked, its value kept in its topic (`ack_keep`).
     Done,
+    /// Acked, its handler returning nothing: nothing kept (the step reads as JSON `null`).
+    Empty,
     /// Dead (or cancelled by hand), for this reason.
     Failed(String),
 }
@@ -54,6 +56,7 @@ impl Producer {
         for (name, gen, end) in steps {
             let (kind, reason) = match end {
                 StepEnd::Done => ("done", ""),
+                StepEnd::Empty => ("empty", ""),
                 StepEnd::Failed(r) => ("dead", r.as_str()),
             };
             inv.arg(*name).arg(*gen).arg(kind).arg(reason);
@@ -123,7 +126,7 @@ async fn settle(
                 report.flows_ended.extend(ended);
                 for ((i, _, _), _) in steps.iter().zip(fresh).filter(|(_, f)| *f) {
                     match ends[*i].1 {
-                        StepEnd::Done => report.done += 1,
+                        StepEnd::Done | StepEnd::Empty => report.done += 1,
                         StepEnd::Failed(_) => report.failed += 1,
                     }
                 }
@@ -247,7 +250,11 @@ pub async fn settle_ended_steps(p: &Producer, keys: &TopicKeys) -> Result<Settle
                 again.push(id);
                 continue;
             }
-            (true, _) => StepEnd::Done,
+            // Acked with its value kept (its note half a ms on: `ack_keep.lua`), or by a plain
+            // ack, its handler returning nothing (a whole ms).
+            (true, Outcome::Done(_)) => StepEnd::Done,
+            (true, _) if at.fract() != 0.0 => StepEnd::Done,
+            (true, _) => StepEnd::Empty,
             (false, Outcome::Dead { reason }) => StepEnd::Failed(reason),
             (false, _) => StepEnd::Failed("its message was cancelled, or is gone".into()),
         };

@@ -98,7 +98,8 @@ impl Claim {
         if answer? {
             self.handled(Outcome::Ok);
             self.entry.settle();
-            self.settle_step(delayq_core::StepEnd::Done);
+            // A plain ack: its handler returned nothing (a value goes by `ack_keeping`).
+            self.settle_step(delayq_core::StepEnd::Empty);
             Ok(())
         } else {
             self.entry.stale()

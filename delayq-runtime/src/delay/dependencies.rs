@@ -75,8 +75,8 @@ impl Dependencies {
     }
 
     /// The value step `name` returned: `None` when it failed (behind an Ignore edge) or its
-    /// value is no longer kept. A step whose handler returns nothing keeps nothing: once done
-    /// it reads as JSON `null` does, where a `T` can (`()`, an `Option`).
+    /// value is no longer kept. A step whose handler returns nothing keeps nothing: done, it
+    /// reads as JSON `null` reads (`()`, an `Option`), and is an error for another `T`.
     ///
     /// # Errors
     /// [`DependencyError`] when `name` is not a step it waited for, or its value is not a `T`.
@@ -154,12 +154,24 @@ impl Dependencies {
     }
 }
 
+/// A done step's reason when its handler returned nothing (settle.lua's `NOTHING`).
+const RETURNED_NOTHING: &str = "returned nothing";
+
 fn decode<T: DeserializeOwned>(dep: &Dependency) -> Result<Option<T>, DependencyError> {
     let Some(json) = &dep.value else {
-        // A step whose handler returns nothing keeps nothing: done, it reads as JSON `null`
-        // where a `T` can (`()`, an `Option`).
-        if dep.state == StepState::Done {
-            return Ok(serde_json::from_slice(b"null").ok());
+        // Its handler returned nothing (kept as nothing): it reads as JSON `null` reads, where
+        // a `T` can (`()`, an `Option`); for another `T` it is an error, as a value of another
+        // type is. Otherwise its value is no longer kept.
+        if dep.state == StepState::Done && dep.reason.as_deref() == Some(RETURNED_NOTHING) {
+            return serde_json::from_slice(b"null")
+                .map(Some)
+                .map_err(|e| DependencyError {
+                    step: dep.name.clone(),
+                    reason: format!(
+                        "it returned nothing, which does not decode into {}: {e}",
+                        std::any::type_name::<T>()
+                    ),
+                });
         }
         return Ok(None);
     };

@@ -2,7 +2,9 @@
 -- waited for it become ready, or fail under a Fail edge. Idempotent: a step already ended, or
 -- a message of an older gen (the flow was retried since), changes nothing.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
--- ARGV[3] n, then n steps of four: name, gen, 'done' or 'dead', reason (dead)
+-- ARGV[3] n, then n steps of four: name, gen, 'done' (acked, its value kept in its topic),
+--   'empty' (acked, its handler returned nothing: the state's reason says so, NOTHING) or
+--   'dead', reason (dead)
 -- Returns { 'gone' } (no such flow), or { 'ok', { 'ok' | 'stale' for each step }, how many
 -- steps it made ready, how many the outbox holds, the flow's ttl (ms, '' when unreadable),
 -- the flow's end when this call ended it ('done', 'failed'; else '') }. The client sends the
@@ -16,12 +18,14 @@ local names = {}
 for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 4 * i] end
 prefetch(names, 1, #names)
 local ended_at = string.format(' %d\n', now)
+local NOTHING = 'returned nothing'
 for i = 0, n - 1 do
   local name, gen, kind, reason = ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i],
     ARGV[7 + 4 * i]
   -- The usual case, a sent step done, is written without reading its state into a table.
   local raw = CACHE.state[name]
-  local quick = kind == 'done' and flow ~= 'cancelled' and raw
+  local ok_end = kind == 'done' or kind == 'empty'
+  local quick = ok_end and flow ~= 'cancelled' and raw
     and string.match(raw, '^sent ' .. gen .. ' %d+ 0\n$')
   local st = (not quick) and get_state(name)
   gen = tonumber(gen)
@@ -39,19 +43,20 @@ for i = 0, n - 1 do
     end
     if quick then
       -- "sent <gen> <sent> 0\n" becomes "done <gen> <sent> <now>\n".
-      put_raw(name, 'done' .. string.sub(raw, 5, -4) .. ended_at)
+      put_raw(name, 'done' .. string.sub(raw, 5, -4) .. ended_at .. (kind == 'empty' and NOTHING or ''))
       done = done + 1
       local rec = record(name) or {}
       for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
     elseif flow == 'cancelled' then
-      st.state, st.ended = (kind == 'done') and 'done' or 'failed', now
-      if kind ~= 'done' then st.reason = reason end
+      st.state, st.ended = ok_end and 'done' or 'failed', now
+      st.reason = (kind == 'empty' and NOTHING) or (not ok_end and reason) or nil
       put_state(name, st)
       redis.call('SREM', KEYS[6], name)
-    elseif kind == 'done' then
+    elseif ok_end then
       -- A step ready, not sent yet (its sender died before it marked it), leaves the outbox.
       if st.state == 'ready' then redis.call('SREM', KEYS[6], name) end
       st.state, st.ended = 'done', now
+      st.reason = kind == 'empty' and NOTHING or nil
       put_state(name, st)
       done = done + 1
       local rec = record(name) or {}
