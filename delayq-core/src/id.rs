@@ -59,6 +59,15 @@ impl MessageId {
     }
 }
 
+/// The unit separator: between a flow step message id's flow, step and gen. No user id holds
+/// it (control characters are refused), so a flow step's message is known by its id.
+pub(crate) const STEP_SEP: char = '\u{1f}';
+
+/// Whether `id` is a flow step's message.
+pub fn is_step_id(id: &str) -> bool {
+    id.contains(STEP_SEP)
+}
+
 impl fmt::Display for MessageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -68,9 +68,8 @@ pub(crate) fn with_receipts(
         if *window > 0 {
             inv.arg(id.as_str()).arg(*window);
         }
-        // A flow step's (its id holds the unit separator, which no user id can: see
-        // `step_ended` in prelude.lua): its end is noted for its flow, in the ack's own call.
-        if id.as_str().contains('\u{1f}') {
+        // A flow step's: its end is noted for its flow, in the ack's own call.
+        if crate::id::is_step_id(id.as_str()) {
             inv.arg(id.as_str()).arg(-1);
         }
     }

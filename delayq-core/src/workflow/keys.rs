@@ -17,9 +17,8 @@ scripts!(
     [create, outbox, sent, settle, cancel, retry, add]
 );
 
-/// The unit separator: between a step message id's flow, step and gen. No user id holds it
-/// (control characters are refused), so a flow step's message is known by its id.
-pub(crate) const SEP: char = '\u{1f}';
+pub use crate::id::is_step_id;
+pub(crate) use crate::id::STEP_SEP as SEP;
 
 /// A flow's id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -133,9 +132,4 @@ pub(crate) fn parse_step_id(id: &str) -> Option<(FlowId, String, u64)> {
         name.to_string(),
         gen.parse().ok()?,
     ))
-}
-
-/// Whether `id` is a flow step's message.
-pub fn is_step_id(id: &str) -> bool {
-    id.contains(SEP)
 }

@@ -373,8 +373,8 @@ end
 -- ARGV[at + 1] g, then g pairs of delivery token, how many ids follow under it, then the n
 -- ids in that order (so a token many deliveries share, one claim's, is passed once), then
 -- pairs of id, `dedup_for` window (ms) to the end, for the messages sent with one (the client
--- read the window from the envelope it was given), and of id, -1 for flow steps' messages. Finished deliveries leave `inflight` and
--- their envelopes are deleted. Returns a string of one character per id, in their order: '1'
+-- read the window from the envelope it was given), and of id, -1 for flow steps' messages.
+-- Finished deliveries leave `inflight` and their envelopes are deleted. Returns a string of one character per id, in their order: '1'
 -- acked, '0' stale (that delivery no longer owns the message). The token is checked against
 -- the one kept beside the envelope (see `token_field`), so an ack reads no envelope; a claim
 -- an earlier build made is checked against its envelope. `now` (ms): when known.
@@ -458,12 +458,12 @@ local function ack_receipts(at, now)
     -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`). A flow
     -- step's comes with a window of -1: its end is noted for its flow (see `step_ended`).
     if windows then
-      local reserved, steps = {}, {}
-      local at_ms = string.format('%d', now)
+      local reserved, steps, at_ms = {}, {}, nil
       for j = last + 1, #ARGV - 1, 2 do
         if all or acked[ARGV[j]] then
           local window = tonumber(ARGV[j + 1])
           if window < 0 then
+            at_ms = at_ms or string.format('%d', now)
             steps[#steps + 1] = at_ms
             steps[#steps + 1] = ARGV[j]
           else

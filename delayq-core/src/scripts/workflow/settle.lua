@@ -41,9 +41,17 @@ for i = 0, n - 1 do
         if flow == 'running' then keep_for(nil) end
       end
     end
-    if quick then
-      -- "sent <gen> <sent> 0\n" becomes "done <gen> <sent> <now>\n".
-      put_raw(name, 'done' .. string.sub(raw, 5, -4) .. ended_at .. (kind == 'empty' and NOTHING or ''))
+    if quick or (ok_end and flow ~= 'cancelled') then
+      if quick then
+        -- "sent <gen> <sent> 0\n" becomes "done <gen> <sent> <now>\n<reason>".
+        put_raw(name, 'done' .. string.sub(raw, 5, -4) .. ended_at .. (kind == 'empty' and NOTHING or ''))
+      else
+        -- A step ready, not sent yet (its sender died before it marked it), leaves the outbox.
+        if st.state == 'ready' then redis.call('SREM', KEYS[6], name) end
+        st.state, st.ended = 'done', now
+        st.reason = kind == 'empty' and NOTHING or nil
+        put_state(name, st)
+      end
       done = done + 1
       local rec = record(name) or {}
       for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
@@ -52,15 +60,6 @@ for i = 0, n - 1 do
       st.reason = (kind == 'empty' and NOTHING) or (not ok_end and reason) or nil
       put_state(name, st)
       redis.call('SREM', KEYS[6], name)
-    elseif ok_end then
-      -- A step ready, not sent yet (its sender died before it marked it), leaves the outbox.
-      if st.state == 'ready' then redis.call('SREM', KEYS[6], name) end
-      st.state, st.ended = 'done', now
-      st.reason = kind == 'empty' and NOTHING or nil
-      put_state(name, st)
-      done = done + 1
-      local rec = record(name) or {}
-      for _, edge in ipairs(rec.next or {}) do one_less(edge[1]) end
     else
       local failed_flow = fail(name, st, reason, now)
       if failed_flow and flow == 'running' then
