@@ -7,7 +7,9 @@ use delayq_core::protocol::queue;
 use delayq_core::{Flow, FlowId, FlowState, StepEnd};
 use delayq_dev::{producer, RedisServer};
 
-const SENDING: &str = "delayq:{flows}:sending";
+/// Where a start notes its intent (its first steps written sent, see create.lua); outbox
+/// senders note theirs in `{flows}:sending`.
+const STARTING: &str = "delayq:{flows}:starting";
 
 fn card(c: &mut redis::Connection, key: &str) -> u64 {
     redis::cmd("ZCARD").arg(key).query(c).unwrap()
@@ -104,7 +106,7 @@ fn start_cut_short(c: &mut redis::Connection, topic: &str, until: u64) -> FlowId
         .query::<()>(c)
         .unwrap();
     redis::cmd("ZADD")
-        .arg(SENDING)
+        .arg(STARTING)
         .arg(until)
         .arg(format!("{id}\x1f00000000000000{until:02}"))
         .query::<()>(c)
@@ -136,7 +138,7 @@ async fn f2_a_broken_flow_does_not_block_the_sweep_of_other_stranded_outboxes() 
     }
     let sent = card(&mut c, "delayq:{rvb.y}:delayed") + card(&mut c, "delayq:{rvb.y}:due");
     let info = p.flow(&healthy).await.unwrap().unwrap();
-    let intents = card(&mut c, SENDING);
+    let intents = card(&mut c, STARTING);
     assert!(
         sent == 1,
         "the healthy flow's stranded step was not sent (flow {:?}); sweeps: {answers:?}; intents now: {intents}",
@@ -145,7 +147,8 @@ async fn f2_a_broken_flow_does_not_block_the_sweep_of_other_stranded_outboxes() 
     assert_eq!(info.state, FlowState::Running);
 }
 
-/// F3: a foreign value at ns:{flows}:sending: start_flow's error must name the key (and the
+/// F3: a foreign value at the key of the start's intent (ns:{flows}:starting; it was
+/// ns:{flows}:sending when this was found): start_flow's error must name the key (and the
 /// flow it wrote must not be left behind, indexed and running, for the caller who got no id).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f3_a_foreign_sending_key_gives_an_error_naming_it() {
@@ -153,7 +156,7 @@ async fn f3_a_foreign_sending_key_gives_an_error_naming_it() {
     let p = producer(&server).await;
     let mut c = server.connection();
     redis::cmd("SET")
-        .arg(SENDING)
+        .arg(STARTING)
         .arg("another program's")
         .query::<()>(&mut c)
         .unwrap();
@@ -167,7 +170,7 @@ async fn f3_a_foreign_sending_key_gives_an_error_naming_it() {
     let indexed = card(&mut c, "delayq:{flows}:all");
     println!("start_flow: {err}; left: {left:?}; indexed: {indexed}");
     assert!(
-        err.contains("{flows}:sending"),
+        err.contains("{flows}:starting"),
         "the error does not name the key: {err}"
     );
 }

@@ -18,7 +18,8 @@ async fn fan(n: u64) {
 
 const STEPS: u64 = 5_000;
 const DELAYED: &str = "delayq:{wfo.fan}:delayed";
-const SENDING: &str = "delayq:{flows}:sending";
+/// Where a start notes its intent (see intent.rs).
+const SENDING: &str = "delayq:{flows}:starting";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_cut_short_mid_send_is_finished_by_the_sweep_of_its_intent() {

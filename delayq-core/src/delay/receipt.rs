@@ -36,8 +36,8 @@ impl AnswerOrder {
 
 /// Acks' arguments (`ack_receipts` in prelude.lua): `n`, the number of tokens, each token with
 /// how many of the ids follow under it, the ids grouped by token (a claim's deliveries share
-/// one: passed once), then `(id, window)` of those sent with `dedup_for`, and `(id, -1)` of
-/// flow steps' (their ends are noted for their flows). A delivery given twice goes once (see
+/// one: passed once), then `(id, window)` of those sent with `dedup_for`, and `(id, -(window + 1))` of
+/// flow steps' (their ends are noted for their flows; a window of 0 reserves nothing). A delivery given twice goes once (see
 /// [`AnswerOrder`]).
 pub(crate) fn with_receipts(
     mut inv: ScriptInvocation<'static>,
@@ -65,12 +65,12 @@ pub(crate) fn with_receipts(
     }
     for &i in &order {
         let (id, _, window) = &deliveries[i];
-        if *window > 0 {
-            inv.arg(id.as_str()).arg(*window);
-        }
-        // A flow step's: its end is noted for its flow, in the ack's own call.
         if crate::id::is_step_id(id.as_str()) {
-            inv.arg(id.as_str()).arg(-1);
+            // A flow step's: its end is noted for its flow, in the ack's own call, and its id
+            // reserved for its window, in one pair: the window as -(window + 1).
+            inv.arg(id.as_str()).arg(-(i128::from(*window)) - 1);
+        } else if *window > 0 {
+            inv.arg(id.as_str()).arg(*window);
         }
     }
     let order = AnswerOrder {

@@ -3,6 +3,11 @@
 //! presumed dead) and drops it when the outbox is sent. A sender that dies between (a process
 //! killed, Redis gone mid-page) leaves its intent behind: the back pool's sweep
 //! ([`Producer::send_stranded_outboxes`]) sends the flow's outbox once it expires.
+//!
+//! A start notes its intent in `ns:{flows}:starting` instead: its first steps are written sent
+//! and never enter the outbox (`create.lua`), so the sweep of an expired start intent sends
+//! every step written sent again (`unsent.lua`), then the outbox. (A build that knows only
+//! `sending` never takes a start's intent, which it would drop with its steps unsent.)
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +28,12 @@ pub(crate) fn sending_key(namespace: &str) -> String {
     format!("{namespace}:{{flows}}:sending")
 }
 
-/// One sender's intent to send a flow's outbox.
+/// The namespace's starts' intents.
+pub(crate) fn starting_key(namespace: &str) -> String {
+    format!("{namespace}:{{flows}}:starting")
+}
+
+/// One sender's intent to send a flow's outbox (or, a start's, its first steps).
 pub(super) struct Intent {
     pub(super) key: String,
     pub(super) member: String,
@@ -31,10 +41,24 @@ pub(super) struct Intent {
 
 impl Intent {
     pub(super) fn new(namespace: &str, id: &FlowId) -> Self {
+        Self::at(sending_key(namespace), id)
+    }
+
+    /// A start's intent (see the module's docs).
+    pub(super) fn start(namespace: &str, id: &FlowId) -> Self {
+        Self::at(starting_key(namespace), id)
+    }
+
+    fn at(key: String, id: &FlowId) -> Self {
         Intent {
-            key: sending_key(namespace),
+            key,
             member: format!("{id}{SEP}{:016x}", rand_token()),
         }
+    }
+
+    /// Whether it is a start's.
+    pub(super) fn is_start(&self) -> bool {
+        self.key.ends_with(":{flows}:starting")
     }
 
     /// When it is presumed dead, noted now (this machine's clock, ms). A sweeper whose clock
@@ -112,16 +136,27 @@ impl Producer {
     }
 
     /// Sends the outboxes of flows whose senders died before they finished (their intents
-    /// expired); returns how many it sent, at most 32 a call. A flow that is gone, or whose
-    /// outbox is empty, only loses its intent. One that fails (Redis refuses its flow's
-    /// calls: a hand-edited key) keeps its intent, pushed a minute out, and is logged; the
-    /// others go on.
+    /// expired), and the first steps of starts that died so; returns how many it sent, at
+    /// most 32 of each a call. A flow that is gone, or whose outbox is empty, only loses its
+    /// intent. One that fails (Redis refuses its flow's calls: a hand-edited key) keeps its
+    /// intent, pushed a minute out, and is logged; the others go on.
     ///
     /// # Errors
     /// [`Error::Redis`] when Redis does not answer or refuses the read of the intents, or
     /// [`Error::WrongType`] when their key holds another type.
     pub async fn send_stranded_outboxes(&self) -> Result<usize> {
-        let key = sending_key(self.namespace());
+        let mut sent = 0;
+        for key in [
+            starting_key(self.namespace()),
+            sending_key(self.namespace()),
+        ] {
+            sent += self.send_stranded(key).await?;
+        }
+        Ok(sent)
+    }
+
+    /// `send_stranded_outboxes` for the intents at `key`.
+    async fn send_stranded(&self, key: String) -> Result<usize> {
         let now = crate::time::time_to_ms(std::time::SystemTime::now());
         let expired: std::result::Result<Vec<String>, redis::RedisError> = self
             .conn

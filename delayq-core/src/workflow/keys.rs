@@ -14,7 +14,7 @@ scripts!(
     SCRIPTS,
     "workflow/",
     PRELUDE,
-    [create, outbox, sent, settle, cancel, retry, add]
+    [create, outbox, sent, started, unsent, settle, cancel, retry, add]
 );
 
 pub use crate::id::is_step_id;

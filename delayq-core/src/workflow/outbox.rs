@@ -23,6 +23,8 @@ const OUTBOX_PAGE: usize = 64;
 /// outbox only after a settle made steps ready, or the start's intent expired).
 /// Fewer, fuller calls: a call's fixed work is paid once for them all.
 const KNOWN_PAGE: usize = 1000;
+/// States the sweep of a start that died looks at a page (`unsent.lua`).
+const UNSENT_PAGE: usize = 500;
 /// Whether `e` may pass (Redis did not answer, or the runtime stops): the send is tried again
 /// later. Any other error refuses the step for good.
 fn transient(e: &Error) -> bool {
@@ -102,10 +104,11 @@ impl Producer {
         })
     }
 
-    /// The same, its intent noted: `known` (the start's first steps, from its own memory)
-    /// sent first, then the outbox read (at once when `known` is empty, else only when a
-    /// step of it was refused, which may have made others ready). The intent is dropped
-    /// once all is sent.
+    /// The same, its intent noted. For a start's intent, its first steps first: `known`,
+    /// from the start's own memory, or, for the sweep of one that died (`known` empty), every
+    /// step written sent (`unsent.lua`); then `started.lua`. Then the outbox is read (for the
+    /// start only when a step of it was refused, which may have made others ready). The
+    /// intent is dropped once all is sent.
     pub(super) async fn send_noted(
         &self,
         id: &FlowId,
@@ -116,11 +119,23 @@ impl Producer {
         let mut noted = Instant::now();
         let mut sent = 0;
         let mut read = known.is_empty();
-        for page in known.chunks(KNOWN_PAGE) {
-            self.refresh_intent(intent, &mut noted).await?;
-            let (n, refused) = Box::pin(self.send_page(id, ttl, page)).await?;
-            sent += n;
-            read |= refused;
+        if intent.is_start() {
+            // Not marked: they were written sent.
+            let mut cursor = (known.is_empty()).then(|| "0".to_string());
+            for page in known.chunks(KNOWN_PAGE) {
+                self.refresh_intent(intent, &mut noted).await?;
+                let (n, refused) = Box::pin(self.send_page(id, ttl, page, false)).await?;
+                sent += n;
+                read |= refused;
+            }
+            while let Some(at) = cursor {
+                self.refresh_intent(intent, &mut noted).await?;
+                let (next, page) = self.unsent_page(id, &at).await?;
+                sent += Box::pin(self.send_page(id, ttl, &page, false)).await?.0;
+                cursor = (next != "0").then_some(next);
+            }
+            let keys = self.flow_keys(id);
+            self.flow_call(&keys, keys.invoke(&SCRIPTS.started)).await?;
         }
         // A page at a time, each marked sent before the next is read, so that another process
         // sending the same flow's outbox meets few of the same steps. A step its topic refused
@@ -134,6 +149,28 @@ impl Producer {
         }
         self.drop_intent(intent).await?;
         Ok(sent)
+    }
+
+    /// A page of the steps a start that died may not have sent (`unsent.lua`), from `cursor`;
+    /// the next cursor ("0" after the last).
+    async fn unsent_page(&self, id: &FlowId, cursor: &str) -> Result<(String, Vec<Outgoing>)> {
+        let keys = self.flow_keys(id);
+        let mut inv = keys.invoke(&SCRIPTS.unsent);
+        inv.arg(cursor).arg(UNSENT_PAGE);
+        let reply = self.flow_call(&keys, inv).await?;
+        let Value::Array(parts) = &reply else {
+            return Err(Error::unexpected("flow unsent steps", &reply));
+        };
+        let next = match parts.first() {
+            Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            Some(Value::Int(n)) => n.to_string(),
+            _ => return Err(Error::unexpected("flow unsent steps", &reply)),
+        };
+        let steps = match parts.get(1) {
+            Some(Value::Array(list)) => list.iter().filter_map(outgoing).collect(),
+            _ => Vec::new(),
+        };
+        Ok((next, steps))
     }
 
     /// One round of `send_outbox`: how many were read, and whether to read again although
@@ -154,18 +191,19 @@ impl Producer {
         if steps.is_empty() {
             return Ok((0, dropped));
         }
-        let (n, refused) = self.send_page(id, ttl, &steps).await?;
+        let (n, refused) = self.send_page(id, ttl, &steps, true).await?;
         Ok((n, refused || dropped))
     }
 
     /// Sends `steps` (a page), each group of one topic and options in one call, and marks
-    /// them sent; those their topic refuses fail. Returns how many, and whether any was
-    /// refused.
+    /// them sent when `mark` (those of a start were written sent); those their topic refuses
+    /// fail. Returns how many, and whether any was refused.
     async fn send_page(
         &self,
         id: &FlowId,
         ttl: Duration,
         steps: &[Outgoing],
+        mark: bool,
     ) -> Result<(usize, bool)> {
         let page = steps.len();
         // The steps of one topic with the same options go in one call.
@@ -228,7 +266,7 @@ impl Producer {
                 metrics::counter!("delayq_flows_ended_total", "state" => state).increment(1);
             }
         }
-        if !sent.is_empty() {
+        if mark && !sent.is_empty() {
             self.mark_sent(id, &sent).await?;
         }
         match first_error {

@@ -83,7 +83,7 @@ impl Producer {
         // with the intent to send them (both in the flows' slot: one round trip).
         let now = crate::time::time_to_ms(std::time::SystemTime::now());
         let index = index_key(self.namespace());
-        let intent = Intent::new(self.namespace(), &id);
+        let intent = Intent::start(self.namespace(), &id);
         let noted = self
             .conn
             .run(|mut c| {

@@ -280,8 +280,16 @@ local function unreserve_expired(now)
 end
 local function reserve(pairs, now)
   if #pairs == 0 then return end
+  -- Formatted once a window (a flow's steps share theirs).
+  local untils = {}
   for i = 1, #pairs, 2 do
-    pairs[i] = string.format('%d', math.min(now + pairs[i], MAX_DUE_MS))
+    local w = pairs[i]
+    local u = untils[w]
+    if not u then
+      u = string.format('%d', math.min(now + w, MAX_DUE_MS))
+      untils[w] = u
+    end
+    pairs[i] = u
   end
   redis.call('ZADD', KEYS[11], unpack(pairs))
   unreserve_expired(now)
@@ -456,7 +464,8 @@ local function ack_receipts(at, now)
     now = now or now_ms()
     count('ok', nd, now)
     -- Sent with `dedup_for`: the id stays reserved for the window (see `reserve`). A flow
-    -- step's comes with a window of -1: its end is noted for its flow (see `step_ended`).
+    -- step's comes as -(window + 1): its end is noted for its flow (see `step_ended`), and
+    -- its id reserved for the window.
     if windows then
       local reserved, steps, at_ms = {}, {}, nil
       for j = last + 1, #ARGV - 1, 2 do
@@ -466,7 +475,9 @@ local function ack_receipts(at, now)
             at_ms = at_ms or string.format('%d', now)
             steps[#steps + 1] = at_ms
             steps[#steps + 1] = ARGV[j]
-          else
+            window = -window - 1
+          end
+          if window > 0 then
             reserved[#reserved + 1] = window
             reserved[#reserved + 1] = ARGV[j]
           end

@@ -7,9 +7,13 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 local now = now_ms()
 local n = tonumber(ARGV[5])
-local recs, payloads, states, waits, ready = {}, {}, {}, {}, {}
--- A new step's state (as `put_state` writes it), the same text for all.
-local WAITING, READY = 'waiting 0 0 0\n', 'ready 0 0 0\n'
+local recs, payloads, states, waits = {}, {}, {}, {}
+-- A new step's state (as `put_state` writes it), the same text for all. A step that waits for
+-- nothing is written sent, and never enters the outbox: the start sends it next, from its own
+-- memory, and then runs started.lua. Until then `unsent` in meta says that some may not be in
+-- their topics: a start that died leaves it, and the sweep of its intent sends every step
+-- written sent again (unsent.lua; each under its step id, a duplicate where it was sent).
+local WAITING, SENT = 'waiting 0 0 0\n', string.format('sent 0 %d 0\n', now)
 local ARGV = ARGV -- a local: read for every step
 for i = 0, n - 1 do
   local at = 6 + 4 * i
@@ -23,18 +27,14 @@ for i = 0, n - 1 do
     waits[w + 1], waits[w + 2] = name, deps
     states[k + 2] = WAITING
   else
-    states[k + 2] = READY
-    ready[#ready + 1] = name
+    states[k + 2] = SENT
   end
 end
 hset_all(KEYS[2], recs)
 hset_all(KEYS[5], payloads)
 hset_all(KEYS[3], states)
 hset_all(KEYS[4], waits)
-for i = 1, #ready, 1000 do
-  redis.call('SADD', KEYS[6], unpack(ready, i, math.min(i + 999, #ready)))
-end
 redis.call('HSET', KEYS[1], 'state', 'running', 'created', now, 'steps', n, 'left', n,
-  'ttl', ARGV[3], 'starting', 1)
+  'ttl', ARGV[3], 'starting', 1, 'unsent', 1)
 keep_for(tonumber(ARGV[4]))
 return 'created'

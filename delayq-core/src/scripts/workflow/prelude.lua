@@ -4,7 +4,9 @@
 -- (`ns:{flow:<id>}:...`), so on a cluster a flow lives in a slot of its own, apart from its
 -- steps' topics:
 --   KEYS[1] meta     HASH: state (running, done, failed, cancelled), reason, created, ended,
---                    steps, left (steps not ended), ttl (ms it is kept once it ended)
+--                    steps, left (steps not ended), ttl (ms it is kept once it ended),
+--                    starting (no step sent or ran yet: the keys expire, see create.lua),
+--                    unsent (the start has not sent all its first steps yet)
 --   KEYS[2] rec      HASH step name -> its fixed record, JSON: topic, options, `next` (the
 --                    steps that wait for it, with the policy of each edge)
 --   KEYS[3] state    HASH step name -> "<state> <gen> <sent ms> <ended ms>\n<reason>"
@@ -131,6 +133,15 @@ end
 local function keep_for(ms)
   for i = 1, 6 do
     if ms then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('PERSIST', KEYS[i]) end
+  end
+end
+
+-- A step of the flow was sent, or ran: it was started, whatever became of the start's last
+-- call, and is kept for good while it runs (until then its keys expire: see create.lua).
+local function started(flow_state)
+  if redis.call('HGET', KEYS[1], 'starting') then
+    redis.call('HDEL', KEYS[1], 'starting')
+    if flow_state == 'running' then keep_for(nil) end
   end
 end
 

@@ -7,10 +7,7 @@
 -- (One that already ended, done or failed, is left alone: it ran.)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 local now = now_ms()
-if redis.call('HGET', KEYS[1], 'starting') then
-  redis.call('HDEL', KEYS[1], 'starting')
-  if redis.call('HGET', KEYS[1], 'state') == 'running' then keep_for(nil) end
-end
+started(redis.call('HGET', KEYS[1], 'state'))
 local stale, names, gone = {}, {}, {}
 local n = tonumber(ARGV[3])
 for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 2 * i] end

@@ -36,10 +36,7 @@ for i = 0, n - 1 do
     -- A step ran: its flow was started, whatever became of the start's last call.
     if not ran then
       ran = true
-      if redis.call('HGET', KEYS[1], 'starting') then
-        redis.call('HDEL', KEYS[1], 'starting')
-        if flow == 'running' then keep_for(nil) end
-      end
+      started(flow)
     end
     if quick or (ok_end and flow ~= 'cancelled') then
       if quick then
