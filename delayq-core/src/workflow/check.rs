@@ -12,6 +12,23 @@ use crate::names::validate_topic;
 /// The longest step name, in bytes.
 const MAX_STEP_NAME: usize = 128;
 
+/// A stored record's fixed part (topic, options, `next`) and its `after` (the steps it waits
+/// for): two JSON texts, the second after the first newline (see `record_parts` in
+/// workflow/prelude.lua), or one with `after` within (written by an earlier build). Each is
+/// `Null` where it does not parse.
+pub(crate) fn parse_record(raw: &str) -> (serde_json::Value, serde_json::Value) {
+    let (main, after) = match raw.split_once('\n') {
+        Some((main, after)) => (main, Some(after)),
+        None => (raw, None),
+    };
+    let mut rec: serde_json::Value = serde_json::from_str(main).unwrap_or_default();
+    let after = match after {
+        Some(a) => serde_json::from_str(a).unwrap_or_default(),
+        None => rec["after"].take(),
+    };
+    (rec, after)
+}
+
 /// A checked step, ready to write: its record (JSON), how many steps it waits for, its
 /// payload.
 pub(crate) struct Checked {
@@ -147,12 +164,12 @@ pub(crate) fn check(flow: Flow, max_payload: usize) -> Result<Vec<Checked>> {
                     "key": s.key,
                     "max_attempts": s.max_attempts,
                 },
-                "after": edges(s.after.iter().map(|(d, p)| (d.as_str(), *p)).collect()),
                 "next": edges(next[i].iter().map(|&(d, p)| (flow.steps[d].name.as_str(), p)).collect()),
             });
+            let after = edges(s.after.iter().map(|(d, p)| (d.as_str(), *p)).collect());
             Checked {
                 name: s.name.clone(),
-                record: record.to_string(),
+                record: format!("{record}\n{after}"),
                 deps: s.after.len(),
                 payload: s.payload.clone().unwrap_or_default(),
             }

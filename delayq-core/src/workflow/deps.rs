@@ -53,10 +53,10 @@ impl Producer {
                 }
             })
             .await?;
-        let record: serde_json::Value = record
-            .and_then(|r| serde_json::from_str(&r).ok())
+        let (_, after) = record
+            .map(|r| super::check::parse_record(&r))
             .unwrap_or_default();
-        let names: Vec<String> = record["after"]
+        let names: Vec<String> = after
             .as_array()
             .map(|a| {
                 a.iter()
@@ -90,7 +90,7 @@ impl Producer {
         let mut wanted: BTreeMap<String, Vec<(usize, MessageId)>> = BTreeMap::new();
         for ((dep, st), rec) in names.iter().zip(states).zip(recs) {
             let topic = rec
-                .and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
+                .map(|r| super::check::parse_record(&r).0)
                 .and_then(|r| r["topic"].as_str().map(String::from))
                 .unwrap_or_default();
             let raw = st.unwrap_or_default();

@@ -203,11 +203,11 @@ impl Producer {
             let Some(kept) = parse_state(&states[name]) else {
                 return Err(bad(format!("step {name:?}")));
             };
-            let rec: serde_json::Value = recs
+            let (rec, after) = recs
                 .get(name)
-                .and_then(|r| serde_json::from_str(r).ok())
+                .map(|r| super::check::parse_record(r))
                 .unwrap_or_default();
-            let after = rec["after"]
+            let after = after
                 .as_array()
                 .map(|a| {
                     a.iter()

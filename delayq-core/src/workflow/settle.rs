@@ -52,14 +52,24 @@ impl Producer {
     ) -> Result<Option<FlowSettled>> {
         let keys = self.flow_keys(flow);
         let mut inv = keys.invoke(&SCRIPTS.settle);
-        inv.arg(steps.len());
-        for (name, gen, end) in steps {
-            let (kind, reason) = match end {
-                StepEnd::Done => ("done", ""),
-                StepEnd::Empty => ("empty", ""),
-                StepEnd::Failed(r) => ("dead", r.as_str()),
-            };
-            inv.arg(*name).arg(*gen).arg(kind).arg(reason);
+        // How each ended, a character a step; then each step's name and gen; then the
+        // reasons of those that failed.
+        let kinds: String = steps
+            .iter()
+            .map(|(_, _, end)| match end {
+                StepEnd::Done => 'd',
+                StepEnd::Empty => 'e',
+                StepEnd::Failed(_) => 'x',
+            })
+            .collect();
+        inv.arg(steps.len()).arg(kinds);
+        for (name, gen, _) in steps {
+            inv.arg(*name).arg(*gen);
+        }
+        for (_, _, end) in steps {
+            if let StepEnd::Failed(reason) = end {
+                inv.arg(reason.as_str());
+            }
         }
         parse(&self.flow_call(&keys, inv).await?)
     }

@@ -116,7 +116,7 @@ impl Producer {
             .into_iter()
             .filter(|s| s.deps == 0)
             .map(|s| {
-                let rec: serde_json::Value = serde_json::from_str(&s.record).unwrap_or_default();
+                let (rec, _) = super::check::parse_record(&s.record);
                 Outgoing {
                     name: s.name,
                     gen: 0,

@@ -7,8 +7,10 @@
 --                    steps, left (steps not ended), ttl (ms it is kept once it ended),
 --                    starting (no step sent or ran yet: the keys expire, see create.lua),
 --                    unsent (the start has not sent all its first steps yet)
---   KEYS[2] rec      HASH step name -> its fixed record, JSON: topic, options, `next` (the
---                    steps that wait for it, with the policy of each edge)
+--   KEYS[2] rec      HASH step name -> its fixed record: JSON of its topic, options and
+--                    `next` (the steps that wait for it, with the policy of each edge), then
+--                    a newline and JSON of `after` (the steps it waits for; see
+--                    `record_parts`)
 --   KEYS[3] state    HASH step name -> "<state> <gen> <sent ms> <ended ms>\n<reason>"
 --   KEYS[4] waiting  HASH step name -> how many of its dependencies have not ended as it needs
 --   KEYS[5] payload  HASH step name -> its payload (JSON)
@@ -90,6 +92,28 @@ local function prime_states(flat)
   end
 end
 
+-- A record's two parts: the JSON of its topic, options and `next`, and (after the first
+-- newline, which no JSON text holds) the JSON of its `after`, or nil for a record of one JSON
+-- (written by an earlier build, `after` within). Only retry.lua and add.lua read `after`: the
+-- scripts that run every step decode the first part alone (a fan-in's last step waits for
+-- thousands).
+local function record_parts(raw)
+  local nl = string.find(raw, '\n', 1, true)
+  if nl then return string.sub(raw, 1, nl - 1), string.sub(raw, nl + 1) end
+  return raw, nil
+end
+
+-- The steps `name` waits for, as { { name, policy }, ... } (empty for none, or unreadable).
+local function record_after(name)
+  local raw = redis.call('HGET', KEYS[2], name)
+  if not raw then return {} end
+  local main, after = record_parts(raw)
+  local ok, got = pcall(cjson.decode, after or main)
+  if not ok or type(got) ~= 'table' then return {} end
+  if not after then got = got.after end
+  return type(got) == 'table' and got or {}
+end
+
 -- Decoded records by their text: a fan-out's or a fan-in's siblings share one (the same
 -- topic, options and edges), decoded once a call: a table `record` gives is shared, and
 -- never changed (add.lua decodes its own copy of the record it changes).
@@ -99,7 +123,7 @@ local function decode_record(raw)
   if not raw then return false end
   local rec = DECODED[raw]
   if rec ~= nil then return rec end
-  local ok, got = pcall(cjson.decode, raw)
+  local ok, got = pcall(cjson.decode, (record_parts(raw)))
   rec = ok and type(got) == 'table' and got or false
   DECODED[raw] = rec
   return rec

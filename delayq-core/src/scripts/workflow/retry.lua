@@ -39,7 +39,7 @@ for _, name in ipairs(order) do
   end
   redis.call('SREM', KEYS[6], name)
   local waiting = 0
-  for _, dep in ipairs((record(name) or {}).after or {}) do
+  for _, dep in ipairs(record_after(name)) do
     local dst = get_state(dep[1])
     if again[dep[1]] or not dst or dst.state ~= 'done' then waiting = waiting + 1 end
   end

@@ -2,9 +2,10 @@
 -- waited for it become ready, or fail under a Fail edge. Idempotent: a step already ended, or
 -- a message of an older gen (the flow was retried since), changes nothing.
 -- KEYS, ARGV[1], ARGV[2]: as in prelude.lua
--- ARGV[3] n, then n steps of four: name, gen, 'done' (acked, its value kept in its topic),
---   'empty' (acked, its handler returned nothing: the state's reason says so, NOTHING) or
---   'dead', reason (dead)
+-- ARGV[3] n   ARGV[4] how each ended, a character a step: 'd' done (acked, its value kept in
+--   its topic), 'e' empty (acked, its handler returned nothing: the state's reason says so,
+--   NOTHING) or 'x' dead; then n pairs of name, gen; then the reason of each dead one, in
+--   their order
 -- Returns { 'gone' } (no such flow), or { 'ok', { 'ok' | 'stale' for each step }, how many
 -- steps it made ready, how many the outbox holds, the flow's ttl (ms, '' when unreadable),
 -- the flow's end when this call ended it ('done', 'failed'; else '') }. The client sends the
@@ -14,19 +15,36 @@ local flow = redis.call('HGET', KEYS[1], 'state')
 local now = now_ms()
 local answers, ended, ran, done = {}, '', false, 0
 local n = tonumber(ARGV[3])
+local kinds = ARGV[4]
+if #kinds ~= n then error('delayq settle: ' .. #kinds .. ' ends for ' .. n .. ' steps') end
 local names = {}
-for i = 0, n - 1 do names[#names + 1] = ARGV[4 + 4 * i] end
+for i = 0, n - 1 do names[#names + 1] = ARGV[5 + 2 * i] end
 prefetch(names, 1, #names)
 local ended_at = string.format(' %d\n', now)
 local NOTHING = 'returned nothing'
+local KIND = { [100] = 'done', [101] = 'empty', [120] = 'dead' } -- 'd', 'e', 'x'
+-- The pattern of a sent step's state without a reason, made once a gen.
+local SENT = {}
+local reasons = 5 + 2 * n
 for i = 0, n - 1 do
-  local name, gen, kind, reason = ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i],
-    ARGV[7 + 4 * i]
+  local name, gen = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
+  local kind = KIND[string.byte(kinds, i + 1)]
+  local reason
+  if kind == 'dead' then
+    reason = ARGV[reasons]
+    reasons = reasons + 1
+  elseif not kind then
+    error('delayq settle: an end of kind ' .. string.sub(kinds, i + 1, i + 1))
+  end
   -- The usual case, a sent step done, is written without reading its state into a table.
   local raw = CACHE.state[name]
   local ok_end = kind == 'done' or kind == 'empty'
-  local quick = ok_end and flow ~= 'cancelled' and raw
-    and string.match(raw, '^sent ' .. gen .. ' %d+ 0\n$')
+  local sent = SENT[gen]
+  if not sent then
+    sent = '^sent ' .. gen .. ' %d+ 0\n$'
+    SENT[gen] = sent
+  end
+  local quick = ok_end and flow ~= 'cancelled' and raw and string.match(raw, sent)
   local st = (not quick) and get_state(name)
   gen = tonumber(gen)
   if not quick and (not st or st.gen ~= gen or FINAL[st.state]) then
